@@ -1,0 +1,32 @@
+// Package engine is the domain core of Plexus: the Engine, its Workspaces and
+// Sessions, and the turn loop that drives a model and tools to answer a user
+// message.
+//
+// The engine imports no transport, no plugin code and no generated proto. It
+// declares the interfaces it consumes and adapters implement them:
+//
+//   - Model: a model provider (Ollama, an OpenAI-compatible server, a replay
+//     script), implemented by plugins/ over a gRPC plugin process.
+//   - Toolset: the tools a turn may call, implemented by plugins/ over tool
+//     plugin processes.
+//   - Host: the front-end a turn runs for (a terminal, a stdio client, a
+//     WebSocket); the engine asks it to approve actions.
+//
+// Every turn produces one ordered stream of typed events (see Event), each
+// with a session sequence number. Front-ends (transports/*) are mappings of
+// that stream onto their wire protocol; nothing protocol-specific lives here.
+//
+// A turn (Session.Run):
+//
+//  1. Context: the user message plus attachments the client sent.
+//  2. Planning: the model may publish numbered steps by calling the built-in
+//     update_plan tool; each call becomes a PlanEvent.
+//  3. Tool loop: the model calls tools; each call passes policy (read-only
+//     tools run, tools that need approval ask the Host, a turn without a Host
+//     denies unless Options.ApproveAll), runs with a deadline and streams
+//     progress, and its result goes back to the model.
+//  4. Final message with metadata (tokens, tools used, duration).
+//
+// Cancellation of the context passed to Run ends the turn with status
+// cancelled and leaves no goroutine behind.
+package engine

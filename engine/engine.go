@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxSteps           = 24
+	DefaultToolTimeout        = 2 * time.Minute
+	DefaultMaxToolResultBytes = 64 << 10
+	DefaultMaxAttachmentBytes = 256 << 10
+)
+
+// Options configure an Engine. The zero value of every field means its
+// default.
+type Options struct {
+	// Models maps provider names ("ollama", "openai", "replay") to
+	// providers.
+	Models map[string]Model
+	// Tools are the tools turns may call; nil means none but update_plan.
+	Tools Toolset
+	// Model is the current model at start; it can be changed with
+	// SetCurrentModel.
+	Model ModelRef
+	// Logger receives engine logs; nil discards them.
+	Logger *slog.Logger
+	// MaxSteps caps model calls per turn (default DefaultMaxSteps).
+	MaxSteps int
+	// ToolCodeTimeout is the deadline of one tool call (default
+	// DefaultToolTimeout).
+	ToolCodeTimeout time.Duration
+	// MaxToolResultBytes caps the tool result text handed to the model
+	// (default DefaultMaxToolResultBytes); longer results are cut and
+	// marked truncated.
+	MaxToolResultBytes int
+	// MaxAttachmentBytes caps each attachment read into a turn (default
+	// DefaultMaxAttachmentBytes).
+	MaxAttachmentBytes int
+	// Chat holds default model options for every call.
+	Chat ChatOptions
+	// SystemPrompt replaces the built-in system prompt when non-empty. It
+	// may use {{workspace}}, replaced by the workspace root.
+	SystemPrompt string
+}
+
+// Engine owns workspaces, sessions and the current model. It is safe for
+// concurrent use.
+type Engine struct {
+	opts    Options
+	log     *slog.Logger
+	started time.Time
+
+	mu         sync.Mutex
+	current    ModelRef
+	workspaces map[string]*Workspace // by ID
+	sessions   map[string]*Session   // by ID
+}
+
+// New returns an Engine. It fails when Options.Model names a provider that
+// is not in Options.Models.
+func New(opts Options) (*Engine, error) {
+	if opts.MaxSteps <= 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	if opts.ToolCodeTimeout <= 0 {
+		opts.ToolCodeTimeout = DefaultToolTimeout
+	}
+	if opts.MaxToolResultBytes <= 0 {
+		opts.MaxToolResultBytes = DefaultMaxToolResultBytes
+	}
+	if opts.MaxAttachmentBytes <= 0 {
+		opts.MaxAttachmentBytes = DefaultMaxAttachmentBytes
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if !opts.Model.IsZero() {
+		if _, ok := opts.Models[opts.Model.Provider]; !ok {
+			return nil, unknownProvider(opts.Model.Provider, opts.Models)
+		}
+	}
+	return &Engine{
+		opts:       opts,
+		log:        log,
+		started:    time.Now(),
+		current:    opts.Model,
+		workspaces: map[string]*Workspace{},
+		sessions:   map[string]*Session{},
+	}, nil
+}
+
+func unknownProvider(name string, models map[string]Model) error {
+	names := make([]string, 0, len(models))
+	for n := range models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return fmt.Errorf("%w %q (loaded providers: %v)", ErrUnknownProvider, name, names)
+}
+
+// Started is when the engine was created.
+func (e *Engine) Started() time.Time { return e.started }
+
+// Workspace is a directory the engine works in. Root is absolute with
+// symlinks resolved; ID is derived from Root and stable across restarts.
+type Workspace struct {
+	ID   string `json:"workspace_id"`
+	Root string `json:"root"`
+}
+
+// OpenWorkspace registers (or returns the already registered) workspace at
+// dir. dir must be an existing directory.
+func (e *Engine) OpenWorkspace(dir string) (*Workspace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	root, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("workspace %s: not a directory", dir)
+	}
+	sum := sha256.Sum256([]byte(root))
+	id := "ws_" + hex.EncodeToString(sum[:6])
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ws, ok := e.workspaces[id]; ok {
+		return ws, nil
+	}
+	ws := &Workspace{ID: id, Root: root}
+	e.workspaces[id] = ws
+	return ws, nil
+}
+
+// NewSession starts a session in ws. An empty id gets a fresh one ("ses_"
+// and 16 hex digits); a taken id is an error.
+func (e *Engine) NewSession(ws *Workspace, id string) (*Session, error) {
+	if ws == nil {
+		return nil, fmt.Errorf("%w: new session needs a workspace", ErrInvalidRequest)
+	}
+	if id == "" {
+		id = newID("ses")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.sessions[id]; ok {
+		return nil, fmt.Errorf("%w: session %s exists", ErrInvalidRequest, id)
+	}
+	s := &Session{
+		id:        id,
+		workspace: ws,
+		engine:    e,
+		created:   time.Now(),
+		turnLock:  make(chan struct{}, 1),
+	}
+	e.sessions[id] = s
+	return s, nil
+}
+
+// Session returns the session with id, or ErrNotFound.
+func (e *Engine) Session(id string) (*Session, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.sessions[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: session %s", ErrNotFound, id)
+	}
+	return s, nil
+}
+
+// CurrentModel is the model turns use unless their input names another.
+func (e *Engine) CurrentModel() ModelRef {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.current
+}
+
+// SetCurrentModel switches the current model after checking that its
+// provider is loaded and lists the model. Errors: ErrUnknownProvider,
+// ErrModelNotFound, or the provider's own error.
+func (e *Engine) SetCurrentModel(ctx context.Context, ref ModelRef) error {
+	m, err := e.provider(ref.Provider)
+	if err != nil {
+		return err
+	}
+	infos, err := m.ListModels(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(infos, func(i ModelInfo) bool { return i.Name == ref.Name }) {
+		return &ModelError{Provider: ref.Provider, Kind: ErrModelNotFound,
+			Message: fmt.Sprintf("model %q is not among the %d models the provider lists", ref.Name, len(infos))}
+	}
+	e.mu.Lock()
+	e.current = ref
+	e.mu.Unlock()
+	return nil
+}
+
+// Providers lists the loaded provider names, sorted.
+func (e *Engine) Providers() []string {
+	names := make([]string, 0, len(e.opts.Models))
+	for n := range e.opts.Models {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ListModels lists the models of one provider.
+func (e *Engine) ListModels(ctx context.Context, provider string) ([]ModelInfo, error) {
+	m, err := e.provider(provider)
+	if err != nil {
+		return nil, err
+	}
+	return m.ListModels(ctx)
+}
+
+func (e *Engine) provider(name string) (Model, error) {
+	m, ok := e.opts.Models[name]
+	if !ok {
+		return nil, unknownProvider(name, e.opts.Models)
+	}
+	return m, nil
+}
+
+// Tools lists the tools a turn offers the model: the Toolset's tools plus
+// the engine's own update_plan.
+func (e *Engine) Tools(ctx context.Context) ([]ToolSpec, error) {
+	specs := []ToolSpec{planToolSpec}
+	if e.opts.Tools == nil {
+		return specs, nil
+	}
+	more, err := e.opts.Tools.Tools(ctx)
+	for _, s := range more {
+		if s.Name == planToolSpec.Name {
+			e.log.Warn("a tool plugin provides update_plan; the engine's own is used", "tool", s.Name)
+			continue
+		}
+		specs = append(specs, s)
+	}
+	return specs, err
+}
+
+// newID returns prefix_ and 16 random hex digits.
+func newID(prefix string) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(errors.New("crypto/rand failed: " + err.Error()))
+	}
+	return prefix + "_" + hex.EncodeToString(b[:])
+}

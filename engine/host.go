@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Host is the front-end a turn runs for. The engine asks it for things only
+// a person (or the client program) can give. Each transport implements it;
+// a transport that cannot ask passes a nil Host, and calls that need
+// approval are then denied unless TurnOptions.ApproveAll is set.
+type Host interface {
+	// RequestApproval asks to approve one action and blocks until the
+	// answer or ctx ends (ctx carries the turn's cancellation).
+	RequestApproval(ctx context.Context, req ApprovalRequest) (ApprovalDecision, error)
+}
+
+// ApprovalRequest asks to approve one tool call (or an action a running
+// tool discovered it must take).
+type ApprovalRequest struct {
+	// ID identifies the request ("apr_..."); answers refer to it.
+	ID     string `json:"id"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Description is one sentence for the user.
+	Description string          `json:"description"`
+	Args        json.RawMessage `json:"args"`
+	Risk        Risk            `json:"risk"`
+	// Preview of the effect (a command line, a diff); nil when none.
+	Preview *Preview `json:"preview,omitempty"`
+}
+
+// Risk is a risk assessment as protocols/jsonrpc-unix-socket.md words it.
+type Risk struct {
+	Level      RiskLevel `json:"level"`
+	Reasons    []string  `json:"reasons"`
+	Reversible bool      `json:"reversible"`
+}
+
+// Preview shows what an action will do. Type is "command", "diff" or
+// "text".
+type Preview struct {
+	Type    string `json:"type"`
+	Content string `json:"content"`
+}
+
+// ApprovalDecision is the answer to an ApprovalRequest.
+type ApprovalDecision struct {
+	Approved bool `json:"approved"`
+	// Reason is shown to the model when the call is denied.
+	Reason string `json:"reason,omitempty"`
+}

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Toolset is the set of tools a turn may call. Implementations must be safe
+// for concurrent use.
+type Toolset interface {
+	// Tools lists the available tools.
+	Tools(ctx context.Context) ([]ToolSpec, error)
+	// Invoke runs one tool call. onUpdate (never nil) receives progress and
+	// output while the call runs, from the calling goroutine or another one,
+	// never concurrently. A failed call returns a *ToolError.
+	Invoke(ctx context.Context, req InvokeRequest, onUpdate func(ToolUpdate)) (ToolResult, error)
+}
+
+// RiskLevel grades an action as protocols/jsonrpc-unix-socket.md does.
+type RiskLevel string
+
+// Risk levels.
+const (
+	// RiskLow: read-only, local.
+	RiskLow RiskLevel = "low"
+	// RiskMedium: modifies files, reversible.
+	RiskMedium RiskLevel = "medium"
+	// RiskHigh: system changes, network access.
+	RiskHigh RiskLevel = "high"
+	// RiskCritical: irreversible or dangerous.
+	RiskCritical RiskLevel = "critical"
+)
+
+// ToolSpec describes one tool.
+type ToolSpec struct {
+	// Name is unique across loaded tools, snake_case.
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// InputSchema is the JSON Schema (draft 2020-12) of the input object.
+	InputSchema json.RawMessage `json:"input_schema"`
+	Risk        RiskLevel       `json:"risk_level"`
+	// ReadOnly tools never change files, processes or the network.
+	ReadOnly bool `json:"read_only"`
+	// NeedsApproval tools run only after the user approves each call.
+	NeedsApproval bool `json:"needs_approval"`
+}
+
+// InvokeRequest is one tool call as a Toolset receives it.
+type InvokeRequest struct {
+	CallID string
+	Tool   string
+	// Args is the JSON input object.
+	Args json.RawMessage
+	// WorkspaceRoot is the absolute path the call is confined to.
+	WorkspaceRoot string
+	// Host answers callbacks the tool makes while it runs; nil when none.
+	Host ToolHost
+}
+
+// ToolHost is what a running tool call may ask of the engine.
+type ToolHost interface {
+	// RequestApproval asks the user to approve an action the tool found it
+	// must take. It blocks until an answer or ctx ends.
+	RequestApproval(ctx context.Context, req ActionApproval) (ApprovalDecision, error)
+}
+
+// ActionApproval is an approval a running tool asks for.
+type ActionApproval struct {
+	Action      string
+	Description string
+	Risk        Risk
+	Preview     string
+}
+
+// ToolUpdate is progress or output of a running call; one field is set.
+type ToolUpdate struct {
+	Progress *ToolProgress `json:"progress,omitempty"`
+	Output   *ToolOutput   `json:"output,omitempty"`
+}
+
+// ToolProgress reports how far a call has come.
+type ToolProgress struct {
+	Message string `json:"message"`
+	// Percentage in [0, 100]; nil when the tool cannot tell.
+	Percentage *float64 `json:"percentage,omitempty"`
+}
+
+// ToolOutput is a chunk of incremental output.
+type ToolOutput struct {
+	// Stream names the channel: "stdout", "stderr", "match", ...
+	Stream string `json:"stream"`
+	Text   string `json:"text"`
+}
+
+// ToolResult is a successful call's outcome.
+type ToolResult struct {
+	// Content is the result as a JSON value; the model sees it.
+	Content json.RawMessage `json:"result"`
+	// Summary is one line for people.
+	Summary string `json:"summary"`
+}
+
+// JSONResult marshals v into a ToolResult with the given summary.
+func JSONResult(v any, summary string) (ToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ToolResult{}, fmt.Errorf("encode tool result: %w", err)
+	}
+	return ToolResult{Content: b, Summary: summary}, nil
+}

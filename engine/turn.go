@@ -1,0 +1,388 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// turn is one run of the model/tool loop.
+type turn struct {
+	s       *Session
+	e       *Engine
+	id      string
+	opts    TurnOptions
+	model   Model
+	ref     ModelRef
+	started time.Time
+
+	specs map[string]ToolSpec
+	meta  TurnMetadata
+	calls int // tool calls so far, for ids
+}
+
+func (t *turn) emit(d EventData) { t.s.emit(t.id, t.opts.OnEvent, d) }
+
+// run executes the turn and returns its result and the messages to append
+// to the session history: the user message and every complete exchange
+// (an assistant message and the results of all its tool calls).
+func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnResult, []Message) {
+	t.meta.Model = t.ref.String()
+	t.meta.ToolsUsed = []string{}
+	t.meta.FilesModified = []string{}
+
+	t.emit(&ThinkingEvent{Phase: PhaseAnalyzing, Message: "Reading the request"})
+	user := Message{Role: RoleUser, Content: t.userContent(in)}
+	keep := []Message{user}
+
+	specs, err := t.e.Tools(ctx)
+	if err != nil {
+		// Some tool plugins failed to load; the turn goes on with the rest.
+		t.emit(&ErrorEvent{Code: CodeToolError, Message: err.Error(), Recoverable: true})
+	}
+	t.specs = make(map[string]ToolSpec, len(specs))
+	for _, sp := range specs {
+		t.specs[sp.Name] = sp
+	}
+
+	msgs := make([]Message, 0, len(history)+8)
+	msgs = append(msgs, Message{Role: RoleSystem, Content: t.e.systemPrompt(t.s.workspace.Root)})
+	msgs = append(msgs, history...)
+	msgs = append(msgs, user)
+
+	for step := 0; step < t.e.opts.MaxSteps; step++ {
+		if step > 0 {
+			t.emit(&ThinkingEvent{Phase: PhaseGenerating, Message: "Reading tool results"})
+		}
+		reply, err := t.chat(ctx, msgs, specs)
+		if err != nil {
+			return t.fail(ctx, err), keep
+		}
+		msgs = append(msgs, reply)
+		if len(reply.ToolCalls) == 0 {
+			keep = append(keep, reply)
+			return t.finish(TurnCompleted, reply.Content, ""), keep
+		}
+		t.emit(&ThinkingEvent{Phase: PhaseExecuting, Message: describeCalls(reply.ToolCalls)})
+		results := make([]Message, 0, len(reply.ToolCalls))
+		for _, call := range reply.ToolCalls {
+			content, err := t.callTool(ctx, call)
+			if err != nil {
+				return t.fail(ctx, err), keep
+			}
+			results = append(results, Message{Role: RoleTool, Content: content, ToolCallID: call.ID, ToolName: call.Name})
+		}
+		msgs = append(msgs, results...)
+		keep = append(keep, reply)
+		keep = append(keep, results...)
+	}
+	msg := fmt.Sprintf("stopped after %d model calls without a final answer; narrow the request or raise the step limit", t.e.opts.MaxSteps)
+	t.emit(&ErrorEvent{Code: CodeInternal, Message: msg})
+	return t.finish(TurnError, "", msg), keep
+}
+
+// chat runs one model call, streaming its text as token events, and returns
+// the assistant message with tool calls given unique ids.
+func (t *turn) chat(ctx context.Context, msgs []Message, specs []ToolSpec) (Message, error) {
+	t.meta.ModelCalls++
+	var text strings.Builder
+	var calls []ToolCall
+	req := ChatRequest{Model: t.ref.Name, Messages: msgs, Tools: specs, Options: t.e.opts.Chat}
+	err := t.model.Chat(ctx, req, func(c ChatChunk) error {
+		switch {
+		case c.Text != "":
+			text.WriteString(c.Text)
+			t.emit(&TokenEvent{Text: c.Text})
+		case c.ToolCall != nil:
+			calls = append(calls, *c.ToolCall)
+		case c.Usage != nil:
+			t.meta.PromptTokens += c.Usage.PromptTokens
+			t.meta.CompletionTokens += c.Usage.CompletionTokens
+		}
+		return nil
+	})
+	if err != nil {
+		return Message{}, err
+	}
+	seen := map[string]bool{}
+	for i := range calls {
+		t.calls++
+		if calls[i].ID == "" || seen[calls[i].ID] {
+			calls[i].ID = fmt.Sprintf("call_%s_%d", strings.TrimPrefix(t.id, "turn_"), t.calls)
+		}
+		seen[calls[i].ID] = true
+		if len(bytes.TrimSpace(calls[i].Args)) == 0 {
+			calls[i].Args = json.RawMessage("{}")
+		}
+	}
+	return Message{Role: RoleAssistant, Content: text.String(), ToolCalls: calls}, nil
+}
+
+// fail ends the turn after err: cancelled or timed out when ctx ended,
+// error otherwise.
+func (t *turn) fail(ctx context.Context, err error) TurnResult {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return t.finish(TurnCancelled, "", "cancelled")
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		t.emit(&ErrorEvent{Code: CodeTimeout, Message: "the turn ran past its deadline"})
+		return t.finish(TurnTimeout, "", "the turn ran past its deadline")
+	}
+	code := CodeInternal
+	var me *ModelError
+	if errors.As(err, &me) || errors.Is(err, ErrModelNotFound) || errors.Is(err, ErrModelUnavailable) || errors.Is(err, ErrUnsupported) {
+		code = CodeModelError
+	}
+	t.emit(&ErrorEvent{Code: code, Message: err.Error()})
+	return t.finish(TurnError, "", err.Error())
+}
+
+func (t *turn) finish(status TurnStatus, message, errText string) TurnResult {
+	t.meta.TokensUsed = t.meta.PromptTokens + t.meta.CompletionTokens
+	t.meta.Duration = time.Since(t.started)
+	t.emit(&FinalEvent{Status: status, Message: message, Error: errText, Metadata: t.meta})
+	return TurnResult{TurnID: t.id, Status: status, Message: message, Error: errText, Metadata: t.meta}
+}
+
+// callTool runs one tool call through policy and returns the content of the
+// tool message for the model. The error is non-nil only when the turn must
+// end (ctx ended).
+func (t *turn) callTool(ctx context.Context, call ToolCall) (string, error) {
+	t.meta.ToolCalls++
+	if !slices.Contains(t.meta.ToolsUsed, call.Name) {
+		t.meta.ToolsUsed = append(t.meta.ToolsUsed, call.Name)
+	}
+	ev := func(status ToolStatus) *ToolCallEvent {
+		return &ToolCallEvent{CallID: call.ID, Name: call.Name, Args: call.Args, Status: status}
+	}
+	refuse := func(status ToolStatus, code ToolErrorCode, msg string) string {
+		e := ev(status)
+		e.Error, e.ErrorCode = msg, code
+		t.emit(e)
+		ecode := CodeToolError
+		if status == ToolDenied {
+			ecode = CodePolicyViolation
+		}
+		t.emit(&ErrorEvent{Code: ecode, Message: msg, Recoverable: true,
+			Details: map[string]any{"call_id": call.ID, "tool": call.Name}})
+		return errorContent(code, msg)
+	}
+
+	spec, ok := t.specs[call.Name]
+	if !ok {
+		return refuse(ToolFailed, ToolCodeUnknownTool, fmt.Sprintf("there is no tool named %q; available tools: %s", call.Name, strings.Join(t.toolNames(), ", "))), nil
+	}
+	if !json.Valid(call.Args) {
+		return refuse(ToolFailed, ToolCodeInvalidInput, fmt.Sprintf("the arguments of %s are not valid JSON: %s", call.Name, truncate(string(call.Args), 200))), nil
+	}
+	if spec.NeedsApproval {
+		dec, err := t.approve(ctx, ApprovalRequest{
+			ID: newID("apr"), CallID: call.ID, Tool: call.Name,
+			Description: fmt.Sprintf("Run %s %s", call.Name, truncate(string(call.Args), 200)),
+			Args:        call.Args,
+			Risk:        specRisk(spec),
+			Preview:     previewFor(call),
+		})
+		if err != nil {
+			return "", err
+		}
+		if !dec.Approved {
+			return refuse(ToolDenied, ToolCodePermissionDenied, fmt.Sprintf("%s was not run: %s", call.Name, dec.Reason)), nil
+		}
+	}
+
+	t.emit(ev(ToolStarted))
+	start := time.Now()
+	var res ToolResult
+	var err error
+	if call.Name == planToolSpec.Name {
+		res, err = t.updatePlan(call.Args)
+	} else if t.e.opts.Tools == nil {
+		err = ToolErrorf(ToolCodeUnknownTool, "no tools are loaded")
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolCodeTimeout)
+		res, err = t.e.opts.Tools.Invoke(cctx, InvokeRequest{
+			CallID: call.ID, Tool: call.Name, Args: call.Args,
+			WorkspaceRoot: t.s.workspace.Root, Host: &callHost{t: t, call: call},
+		}, func(u ToolUpdate) {
+			e := ev(ToolRunning)
+			e.Update = &u
+			t.emit(e)
+		})
+		if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s", call.Name, t.e.opts.ToolCodeTimeout)
+		}
+		cancel()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			e := ev(ToolFailed)
+			e.Error, e.ErrorCode, e.Duration = "cancelled", ToolCodeCancelled, time.Since(start)
+			t.emit(e)
+			return "", ctx.Err()
+		}
+		code := ToolCodeFailed
+		var te *ToolError
+		switch {
+		case errors.As(err, &te):
+			code = te.Code
+		case errors.Is(err, ErrPluginCrashed):
+			code = ToolCodePluginCrashed
+		}
+		e := ev(ToolFailed)
+		e.Error, e.ErrorCode, e.Duration = err.Error(), code, time.Since(start)
+		t.emit(e)
+		t.emit(&ErrorEvent{Code: CodeToolError, Message: err.Error(), Recoverable: true,
+			Details: map[string]any{"call_id": call.ID, "tool": call.Name, "error_code": string(code)}})
+		return errorContent(code, err.Error()), nil
+	}
+	if len(res.Content) == 0 || !json.Valid(res.Content) {
+		res.Content, _ = json.Marshal(string(res.Content))
+	}
+	t.noteFilesModified(res.Content)
+	e := ev(ToolCompleted)
+	e.Result, e.Summary, e.Duration = res.Content, res.Summary, time.Since(start)
+	t.emit(e)
+	return t.forModel(res.Content), nil
+}
+
+// approve decides an approval: ApproveAll, then the Host, else denied.
+// The error is non-nil only when ctx ended while the Host was asked.
+func (t *turn) approve(ctx context.Context, req ApprovalRequest) (ApprovalDecision, error) {
+	switch {
+	case t.opts.ApproveAll:
+		return ApprovalDecision{Approved: true, Reason: "approved by the approve-all setting"}, nil
+	case t.opts.Host == nil:
+		return ApprovalDecision{Reason: "it needs approval and this front-end cannot ask for it; allow such calls with approve-all (plexus --approve-all)"}, nil
+	}
+	t.emit(&ApprovalEvent{Request: req})
+	dec, err := t.opts.Host.RequestApproval(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ApprovalDecision{}, ctx.Err()
+		}
+		return ApprovalDecision{Reason: "asking for approval failed: " + err.Error()}, nil
+	}
+	if !dec.Approved && dec.Reason == "" {
+		dec.Reason = "the user denied it"
+	}
+	return dec, nil
+}
+
+// callHost answers callbacks of a running tool call.
+type callHost struct {
+	t    *turn
+	call ToolCall
+}
+
+func (h *callHost) RequestApproval(ctx context.Context, a ActionApproval) (ApprovalDecision, error) {
+	req := ApprovalRequest{
+		ID: newID("apr"), CallID: h.call.ID, Tool: h.call.Name,
+		Description: a.Description, Args: h.call.Args, Risk: a.Risk,
+	}
+	if req.Description == "" {
+		req.Description = fmt.Sprintf("%s wants to %s", h.call.Name, a.Action)
+	}
+	if a.Preview != "" {
+		req.Preview = &Preview{Type: "text", Content: a.Preview}
+	}
+	return h.t.approve(ctx, req)
+}
+
+// forModel returns the tool result text the model sees, cut to
+// MaxToolResultBytes.
+func (t *turn) forModel(content json.RawMessage) string {
+	limit := t.e.opts.MaxToolResultBytes
+	if len(content) <= limit {
+		return string(content)
+	}
+	cut, _ := json.Marshal(map[string]any{
+		"truncated": true,
+		"note":      fmt.Sprintf("the result was %d bytes; only the first %d are shown. Ask for less (a line range, a narrower pattern).", len(content), limit),
+		"partial":   truncate(string(content), limit),
+	})
+	return string(cut)
+}
+
+// noteFilesModified records the "files_modified" array a tool result may
+// carry.
+func (t *turn) noteFilesModified(content json.RawMessage) {
+	var r struct {
+		FilesModified []string `json:"files_modified"`
+	}
+	if json.Unmarshal(content, &r) != nil {
+		return
+	}
+	for _, f := range r.FilesModified {
+		if !slices.Contains(t.meta.FilesModified, f) {
+			t.meta.FilesModified = append(t.meta.FilesModified, f)
+		}
+	}
+}
+
+func (t *turn) toolNames() []string {
+	names := make([]string, 0, len(t.specs))
+	for n := range t.specs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func errorContent(code ToolErrorCode, msg string) string {
+	b, _ := json.Marshal(map[string]string{"error": msg, "code": string(code)})
+	return string(b)
+}
+
+func specRisk(s ToolSpec) Risk {
+	level := s.Risk
+	if level == "" {
+		level = RiskMedium
+	}
+	reasons := []string{s.Name + " is marked as needing approval"}
+	if !s.ReadOnly {
+		reasons = append(reasons, "it can change files or run processes in the workspace")
+	}
+	return Risk{Level: level, Reasons: reasons, Reversible: s.ReadOnly}
+}
+
+// previewFor shows a command call's command line, when its arguments have
+// one.
+func previewFor(call ToolCall) *Preview {
+	var a struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal(call.Args, &a) == nil && a.Command != "" {
+		return &Preview{Type: "command", Content: a.Command}
+	}
+	return nil
+}
+
+func describeCalls(calls []ToolCall) string {
+	names := make([]string, len(calls))
+	for i, c := range calls {
+		names[i] = c.Name
+	}
+	if len(calls) == 1 {
+		return "Running " + names[0]
+	}
+	return fmt.Sprintf("Running %d tool calls: %s", len(calls), strings.Join(names, ", "))
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
