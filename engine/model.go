@@ -120,6 +120,10 @@ type ChatOptions struct {
 	// KeepAlive is how long the provider keeps the model loaded (Ollama).
 	KeepAlive time.Duration
 	Stop      []string
+	// Format is a JSON Schema the reply must match, for providers with
+	// constrained decoding (Ollama's format, OpenAI's response_format);
+	// nil means free text.
+	Format json.RawMessage
 }
 
 // ChatChunk is one piece of a streamed reply; exactly one field is set.

@@ -190,6 +190,7 @@ func toolCallFromProto(c *pb.ToolCall) engine.ToolCall {
 func chatRequestToProto(r engine.ChatRequest) *pb.ChatRequest {
 	out := &pb.ChatRequest{Model: r.Model, Options: &pb.ChatOptions{
 		Temperature: r.Options.Temperature, TopP: r.Options.TopP, Seed: r.Options.Seed, Stop: r.Options.Stop,
+		FormatJson: string(r.Options.Format),
 	}}
 	if r.Options.MaxTokens > 0 {
 		v := int32(r.Options.MaxTokens)
@@ -222,6 +223,9 @@ func chatRequestFromProto(r *pb.ChatRequest) engine.ChatRequest {
 		Temperature: o.Temperature, TopP: o.TopP, Seed: o.Seed, Stop: o.GetStop(),
 		MaxTokens: int(o.GetMaxTokens()), NumCtx: int(o.GetNumCtx()),
 	}}
+	if f := o.GetFormatJson(); f != "" {
+		out.Options.Format = json.RawMessage(f)
+	}
 	if ka := o.GetKeepAlive(); ka != "" {
 		if d, err := time.ParseDuration(ka); err == nil {
 			out.Options.KeepAlive = d

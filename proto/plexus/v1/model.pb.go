@@ -570,9 +570,13 @@ type ChatOptions struct {
 	Seed   *int64 `protobuf:"varint,4,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	// keep_alive is how long the provider keeps the model loaded, as a Go
 	// duration string ("5m"); Ollama only.
-	KeepAlive     *string  `protobuf:"bytes,5,opt,name=keep_alive,json=keepAlive,proto3,oneof" json:"keep_alive,omitempty"`
-	TopP          *float64 `protobuf:"fixed64,6,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
-	Stop          []string `protobuf:"bytes,7,rep,name=stop,proto3" json:"stop,omitempty"`
+	KeepAlive *string  `protobuf:"bytes,5,opt,name=keep_alive,json=keepAlive,proto3,oneof" json:"keep_alive,omitempty"`
+	TopP      *float64 `protobuf:"fixed64,6,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
+	Stop      []string `protobuf:"bytes,7,rep,name=stop,proto3" json:"stop,omitempty"`
+	// format_json is a JSON Schema the reply must match; providers with
+	// constrained decoding (Ollama's format, OpenAI's response_format
+	// json_schema) enforce it. Empty means free text.
+	FormatJson    string `protobuf:"bytes,8,opt,name=format_json,json=formatJson,proto3" json:"format_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +658,13 @@ func (x *ChatOptions) GetStop() []string {
 		return x.Stop
 	}
 	return nil
+}
+
+func (x *ChatOptions) GetFormatJson() string {
+	if x != nil {
+		return x.FormatJson
+	}
+	return ""
 }
 
 // ChatResponse is one event of a running model call.
@@ -1110,7 +1121,7 @@ const file_plexus_v1_model_proto_rawDesc = "" +
 	"\x0eToolDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
-	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\"\xae\x02\n" +
+	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\"\xcf\x02\n" +
 	"\vChatOptions\x12%\n" +
 	"\vtemperature\x18\x01 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12\"\n" +
 	"\n" +
@@ -1120,7 +1131,9 @@ const file_plexus_v1_model_proto_rawDesc = "" +
 	"\n" +
 	"keep_alive\x18\x05 \x01(\tH\x04R\tkeepAlive\x88\x01\x01\x12\x18\n" +
 	"\x05top_p\x18\x06 \x01(\x01H\x05R\x04topP\x88\x01\x01\x12\x12\n" +
-	"\x04stop\x18\a \x03(\tR\x04stopB\x0e\n" +
+	"\x04stop\x18\a \x03(\tR\x04stop\x12\x1f\n" +
+	"\vformat_json\x18\b \x01(\tR\n" +
+	"formatJsonB\x0e\n" +
 	"\f_temperatureB\r\n" +
 	"\v_max_tokensB\n" +
 	"\n" +
