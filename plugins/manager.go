@@ -1,0 +1,242 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+// Ref names a plugin: its kind ("tool" or "model") and name ("fs",
+// "ollama").
+type Ref struct {
+	Kind string
+	Name string
+}
+
+// Info describes a discovered plugin and how it is launched.
+type Info struct {
+	Ref
+	// Path is the executable; Args its arguments (built-ins re-execute
+	// the plexus binary as `plexus plugin serve KIND NAME`).
+	Path string
+	Args []string
+	// Builtin is true for plugins compiled into the plexus binary.
+	Builtin bool
+}
+
+// Options configure a Manager. Zero values mean defaults.
+type Options struct {
+	// Executable is the plexus binary that serves built-in plugins;
+	// default os.Executable().
+	Executable string
+	// Builtins are the plugins compiled into Executable.
+	Builtins []Ref
+	// Dirs are searched, in order, for third-party plugin binaries named
+	// plexus-tool-NAME and plexus-model-NAME. A missing directory is
+	// skipped.
+	Dirs []string
+	// Settings are passed to model plugins through Configure, by provider
+	// name.
+	Settings map[string]map[string]string
+	// Logger receives host and plugin logs; nil discards them.
+	Logger *slog.Logger
+	// StartTimeout bounds a plugin's start, handshake and first
+	// Describe/Configure (default 20 s).
+	StartTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the delay before restarting a plugin
+	// after consecutive crashes (defaults 100 ms and 10 s; the delay
+	// doubles per consecutive failure).
+	MinBackoff, MaxBackoff time.Duration
+	// HealthyAfter is how long a plugin must run for its crash count to
+	// reset (default 30 s).
+	HealthyAfter time.Duration
+}
+
+// pluginName is what NAME may be in plexus-tool-NAME.
+var pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// Manager discovers, launches and supervises plugin processes. Plugins
+// start on first use. Safe for concurrent use; Close stops everything.
+type Manager struct {
+	opts  Options
+	log   *slog.Logger
+	procs []*process // built-ins first, then by directory order and name
+
+	toolset *Toolset
+	once    sync.Once
+}
+
+// NewManager discovers plugins; it starts none. Discovery problems (an
+// unreadable directory, a name clash) are logged, not fatal.
+func NewManager(opts Options) (*Manager, error) {
+	if opts.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the plexus executable for built-in plugins: %w", err)
+		}
+		opts.Executable = exe
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 20 * time.Second
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 10 * time.Second
+	}
+	if opts.HealthyAfter <= 0 {
+		opts.HealthyAfter = 30 * time.Second
+	}
+	m := &Manager{opts: opts, log: opts.Logger}
+	seen := map[Ref]string{}
+	add := func(info Info) {
+		if prev, ok := seen[info.Ref]; ok {
+			m.log.Warn("plugin shadowed: the first one found is used", "kind", info.Kind, "name", info.Name, "used", prev, "ignored", info.Path)
+			return
+		}
+		seen[info.Ref] = info.Path
+		m.procs = append(m.procs, newProcess(info, &m.opts, m.log))
+	}
+	for _, b := range opts.Builtins {
+		add(Info{Ref: b, Path: opts.Executable, Args: []string{"plugin", "serve", b.Kind, b.Name}, Builtin: true})
+	}
+	for _, info := range discover(opts.Dirs, m.log) {
+		add(info)
+	}
+	m.toolset = &Toolset{m: m}
+	return m, nil
+}
+
+// discover lists plexus-tool-* and plexus-model-* executables in dirs.
+func discover(dirs []string, log *slog.Logger) []Info {
+	var out []Info
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				log.Warn("cannot read plugin directory", "dir", dir, "error", err)
+			}
+			continue
+		}
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+		for _, e := range entries {
+			ref, ok := parseBinaryName(e.Name())
+			if !ok {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			fi, err := os.Stat(path)
+			if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+				log.Warn("plugin file is not an executable regular file; skipped", "path", path)
+				continue
+			}
+			abs, _ := filepath.Abs(path)
+			out = append(out, Info{Ref: ref, Path: abs})
+		}
+	}
+	return out
+}
+
+// parseBinaryName parses plexus-tool-NAME / plexus-model-NAME.
+func parseBinaryName(file string) (Ref, bool) {
+	for _, kind := range []string{KindTool, KindModel} {
+		prefix := "plexus-" + kind + "-"
+		if len(file) > len(prefix) && file[:len(prefix)] == prefix {
+			name := file[len(prefix):]
+			if pluginName.MatchString(name) {
+				return Ref{Kind: kind, Name: name}, true
+			}
+		}
+	}
+	return Ref{}, false
+}
+
+// Plugins lists every discovered plugin, built-ins first.
+func (m *Manager) Plugins() []Info {
+	out := make([]Info, len(m.procs))
+	for i, p := range m.procs {
+		out[i] = p.info
+	}
+	return out
+}
+
+func (m *Manager) byKind(kind string) []*process {
+	var out []*process
+	for _, p := range m.procs {
+		if p.info.Kind == kind {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Toolset is the engine.Toolset over all tool plugins.
+func (m *Manager) Toolset() *Toolset { return m.toolset }
+
+// Models returns one engine.Model per model plugin, by provider name.
+func (m *Manager) Models() map[string]engine.Model {
+	out := map[string]engine.Model{}
+	for _, p := range m.byKind(KindModel) {
+		out[p.info.Name] = &Model{p: p}
+	}
+	return out
+}
+
+// Close stops every plugin process and anything they left running, and
+// waits for them to exit. Calls made afterwards fail.
+func (m *Manager) Close() error {
+	var wg sync.WaitGroup
+	for _, p := range m.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.close()
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// call runs fn against the live process and turns a crash during it into
+// an error wrapping engine.ErrPluginCrashed.
+func (p *process) call(ctx context.Context, op string, fn func(raw any) error) error {
+	raw, gen, err := p.get(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(raw)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if what, ok := p.crashed(gen, err); ok {
+		return &crashError{kind: p.info.Kind, name: p.info.Name, op: op, what: what, cause: err}
+	}
+	return err
+}
+
+// crashError is a call that failed because its plugin process died.
+type crashError struct {
+	kind, name, op, what string
+	cause                error
+}
+
+func (e *crashError) Error() string {
+	return fmt.Sprintf("%s plugin %q %s during %s; it is being restarted, so the next call can succeed (%v)",
+		e.kind, e.name, e.what, e.op, e.cause)
+}
+
+func (e *crashError) Is(target error) bool { return target == engine.ErrPluginCrashed }
+func (e *crashError) Unwrap() error        { return e.cause }

@@ -1,0 +1,473 @@
+package plugins_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/plugins"
+)
+
+// pluginBin is the test plugin binary, built once by TestMain.
+var pluginBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "plexus-plugins-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pluginBin = filepath.Join(dir, "testplugin")
+	out, err := exec.Command("go", "build", "-o", pluginBin, "./internal/testplugin").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build test plugin: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// pluginDir returns a plugin directory holding the test plugin under the
+// given file names.
+func pluginDir(t testing.TB, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		if err := os.Symlink(pluginBin, filepath.Join(dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// logBuffer is a slog handler target that tests can read safely.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newManager(t testing.TB, opts plugins.Options) *plugins.Manager {
+	t.Helper()
+	if opts.Dirs == nil {
+		opts.Dirs = []string{pluginDir(t, "plexus-tool-test", "plexus-model-test")}
+	}
+	if opts.MinBackoff == 0 {
+		opts.MinBackoff = 10 * time.Millisecond
+	}
+	m, err := plugins.NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func invoke(t testing.TB, ts engine.Toolset, tool, args string) (engine.ToolResult, []engine.ToolUpdate, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var updates []engine.ToolUpdate
+	res, err := ts.Invoke(ctx, engine.InvokeRequest{CallID: "c1", Tool: tool, Args: json.RawMessage(args), WorkspaceRoot: "/w"},
+		func(u engine.ToolUpdate) { updates = append(updates, u) })
+	return res, updates, err
+}
+
+func pidOf(t testing.TB, ts engine.Toolset) int {
+	t.Helper()
+	res, _, err := invoke(t, ts, "pid", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Pid int }
+	if err := json.Unmarshal(res.Content, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Pid
+}
+
+// alive reports whether pid is a live (non-zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && len(b) > i+2 && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+func waitGone(t testing.TB, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is still running", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	dir := pluginDir(t, "plexus-tool-test", "plexus-model-test", "plexus-tool-Bad_Name", "unrelated")
+	if err := os.WriteFile(filepath.Join(dir, "plexus-tool-noexec"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := pluginDir(t, "plexus-tool-test")
+	m := newManager(t, plugins.Options{
+		Dirs:     []string{dir, filepath.Join(dir, "missing"), second},
+		Builtins: []plugins.Ref{{Kind: "tool", Name: "fs"}},
+	})
+	var got []string
+	for _, p := range m.Plugins() {
+		got = append(got, fmt.Sprintf("%s/%s builtin=%v", p.Kind, p.Name, p.Builtin))
+	}
+	want := []string{"tool/fs builtin=true", "model/test builtin=false", "tool/test builtin=false"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("plugins = %v, want %v", got, want)
+	}
+	for _, p := range m.Plugins() {
+		if p.Name == "test" && p.Kind == "tool" && filepath.Dir(p.Path) != dir {
+			t.Errorf("shadowed plugin from %s used; want the first directory %s", p.Path, dir)
+		}
+	}
+}
+
+func TestToolRoundTrip(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	specs, err := ts.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 9 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
+		t.Fatalf("specs = %+v", specs)
+	}
+	res, updates, err := invoke(t, ts, "echo", `{"text":"hello"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(res.Content, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["text"] != "hello" || got["workspace"] != "/w" || got["call_id"] != "c1" || res.Summary != "echoed" {
+		t.Errorf("result = %s %q", res.Content, res.Summary)
+	}
+	if len(updates) != 2 || updates[0].Progress == nil || updates[0].Progress.Message != "echoing" ||
+		updates[1].Output == nil || updates[1].Output.Text != "hello" || updates[1].Output.Stream != "stdout" {
+		t.Errorf("updates = %+v", updates)
+	}
+}
+
+func TestToolErrorKeepsCodeAndMessage(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	_, _, err := invoke(t, ts, "fail", `{"code":"not_found","message":"no such file: a.go"}`)
+	var te *engine.ToolError
+	if !errors.As(err, &te) || te.Code != engine.ToolCodeNotFound || te.Message != "no such file: a.go" {
+		t.Fatalf("err = %#v", err)
+	}
+	if !errors.Is(err, engine.ErrNotFound) {
+		t.Error("tool error does not match engine.ErrNotFound")
+	}
+	_, _, err = invoke(t, ts, "no_such_tool", `{}`)
+	if !errors.As(err, &te) || te.Code != engine.ToolCodeUnknownTool {
+		t.Fatalf("unknown tool: err = %v", err)
+	}
+}
+
+func TestCrashDuringCallRestartsPlugin(t *testing.T) {
+	logs := &logBuffer{}
+	ts := newManager(t, plugins.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}).Toolset()
+	before := pidOf(t, ts)
+	_, updates, err := invoke(t, ts, "crash", `{}`)
+	var te *engine.ToolError
+	if !errors.As(err, &te) || te.Code != engine.ToolCodePluginCrashed || !errors.Is(err, engine.ErrPluginCrashed) {
+		t.Fatalf("err = %#v, want a plugin_crashed tool error", err)
+	}
+	if !strings.Contains(te.Message, `tool plugin "test" exited during crash`) {
+		t.Errorf("message = %q", te.Message)
+	}
+	if len(updates) != 1 || updates[0].Progress == nil {
+		t.Errorf("progress before the crash was lost: %+v", updates)
+	}
+	res, _, err := invoke(t, ts, "echo", `{"text":"again"}`)
+	if err != nil {
+		t.Fatalf("call after the crash: %v", err)
+	}
+	if !bytes.Contains(res.Content, []byte("again")) {
+		t.Errorf("result = %s", res.Content)
+	}
+	after := pidOf(t, ts)
+	if after == before || after == 0 {
+		t.Errorf("pid before %d after %d: want a new process", before, after)
+	}
+	waitGone(t, before)
+	if !strings.Contains(logs.String(), "plugin process died; restarting") {
+		t.Errorf("crash not logged:\n%s", logs)
+	}
+}
+
+func TestCrashedPluginChildrenAreKilled(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	_, updates, err := invoke(t, ts, "spawn_and_crash", `{}`)
+	if !errors.Is(err, engine.ErrPluginCrashed) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(updates) != 1 || updates[0].Output == nil {
+		t.Fatalf("updates = %+v", updates)
+	}
+	child, _ := strconv.Atoi(updates[0].Output.Text)
+	if child == 0 {
+		t.Fatalf("no child pid in %+v", updates)
+	}
+	waitGone(t, child)
+	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeadlineReachesPlugin(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	before := pidOf(t, ts)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := ts.Invoke(ctx, engine.InvokeRequest{CallID: "c", Tool: "sleep", Args: json.RawMessage(`{"ms":20000}`)}, func(engine.ToolUpdate) {})
+	if err == nil {
+		t.Fatal("a 20 s sleep with a 100 ms deadline succeeded")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("call took %s after its deadline", d)
+	}
+	if errors.Is(err, engine.ErrPluginCrashed) {
+		t.Errorf("a deadline was reported as a crash: %v", err)
+	}
+	if after := pidOf(t, ts); after != before {
+		t.Errorf("plugin restarted after a deadline (pid %d -> %d)", before, after)
+	}
+}
+
+// recordingHost approves everything and records what it was asked.
+type recordingHost struct {
+	mu  sync.Mutex
+	got []engine.ActionApproval
+}
+
+func (h *recordingHost) RequestApproval(_ context.Context, a engine.ActionApproval) (engine.ApprovalDecision, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.got = append(h.got, a)
+	return engine.ApprovalDecision{Approved: len(h.got)%2 == 1, Reason: fmt.Sprintf("answer %d", len(h.got))}, nil
+}
+
+func TestHostCallbackThroughBroker(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	host := &recordingHost{}
+	for i, want := range []string{`{"approved":true,"reason":"answer 1"}`, `{"approved":false,"reason":"answer 2"}`} {
+		res, err := ts.Invoke(context.Background(), engine.InvokeRequest{
+			CallID: fmt.Sprintf("call-%d", i), Tool: "ask", Args: json.RawMessage(`{"text":"main.go"}`), Host: host,
+		}, func(engine.ToolUpdate) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Content) != want {
+			t.Errorf("call %d: result %s, want %s", i, res.Content, want)
+		}
+	}
+	if len(host.got) != 2 {
+		t.Fatalf("host asked %d times, want 2", len(host.got))
+	}
+	a := host.got[0]
+	if a.Action != "overwrite" || a.Description != "overwrite main.go" || a.Preview != "diff of main.go" ||
+		a.Risk.Level != engine.RiskHigh || !a.Risk.Reversible || len(a.Risk.Reasons) != 1 {
+		t.Errorf("approval request = %+v", a)
+	}
+	// Without a host the plugin is told there are no callbacks.
+	_, _, err := invoke(t, ts, "ask", `{}`)
+	if err == nil || !strings.Contains(err.Error(), "no host callbacks") {
+		t.Errorf("ask without host: %v", err)
+	}
+}
+
+func TestPluginLogsAreRelogged(t *testing.T) {
+	logs := &logBuffer{}
+	ts := newManager(t, plugins.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil))}).Toolset()
+	if _, _, err := invoke(t, ts, "log", `{"text":"disk is nearly full"}`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(logs.String(), "disk is nearly full") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	var found bool
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(line, "disk is nearly full") {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		found = rec["level"] == "WARN" && rec["plugin"] == "test" && rec["msg"] == "disk is nearly full" && rec["tool"] == "log"
+	}
+	if !found {
+		t.Fatalf("plugin log not re-logged as a WARN under plugin=test:\n%s", logs)
+	}
+}
+
+func TestCloseStopsEveryProcess(t *testing.T) {
+	m := newManager(t, plugins.Options{})
+	pid := pidOf(t, m.Toolset())
+	if _, err := m.Models()["test"].ListModels(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+	if _, _, err := invoke(t, m.Toolset(), "noop", `{}`); err == nil {
+		t.Error("call after Close succeeded")
+	}
+}
+
+func TestModelPlugin(t *testing.T) {
+	m := newManager(t, plugins.Options{Settings: map[string]map[string]string{"test": {"base_url": "http://x"}}})
+	model := m.Models()["test"]
+	ctx := context.Background()
+	infos, err := model.ListModels(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 || infos[1].Name != "base_url=http://x" || !infos[0].HasCapability("completion") {
+		t.Errorf("models = %+v (settings must arrive through Configure)", infos)
+	}
+	chat := func(msg string) (string, error) {
+		var text strings.Builder
+		var done string
+		err := model.Chat(ctx, engine.ChatRequest{Model: "echo", Messages: []engine.Message{{Role: engine.RoleUser, Content: msg}}},
+			func(c engine.ChatChunk) error {
+				text.WriteString(c.Text)
+				if c.DoneReason != "" {
+					done = c.DoneReason
+				}
+				return nil
+			})
+		return text.String() + "|" + done, err
+	}
+	got, err := chat("one two three")
+	if err != nil || got != "one two three|stop" {
+		t.Errorf("chat = %q, %v", got, err)
+	}
+	_, err = chat("missing")
+	var me *engine.ModelError
+	if !errors.As(err, &me) || !errors.Is(err, engine.ErrModelNotFound) || me.Message != `model "echo" not found, try pulling it first` {
+		t.Errorf("missing model: %#v", err)
+	}
+	_, err = chat("crash")
+	if !errors.Is(err, engine.ErrPluginCrashed) {
+		t.Errorf("crash: %v", err)
+	}
+	if got, err := chat("still here"); err != nil || got != "still here|stop" {
+		t.Errorf("after crash: %q, %v", got, err)
+	}
+	emb, err := model.Embed(ctx, engine.EmbedRequest{Model: "echo", Inputs: []string{"ab", "abcd"}})
+	if err != nil || len(emb.Vectors) != 2 || emb.Vectors[1][0] != 4 {
+		t.Errorf("embed = %+v, %v", emb, err)
+	}
+}
+
+func TestModelConfigureFailureIsAStartError(t *testing.T) {
+	m := newManager(t, plugins.Options{Settings: map[string]map[string]string{"test": {"fail": "bad key"}}})
+	_, err := m.Models()["test"].ListModels(context.Background())
+	if !errors.Is(err, engine.ErrModelUnavailable) || !strings.Contains(err.Error(), "refusing settings: bad key") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBrokenPluginLeavesOthersUsable(t *testing.T) {
+	dir := pluginDir(t, "plexus-tool-test")
+	script := filepath.Join(dir, "plexus-tool-broken")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'not a plugin' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ts := newManager(t, plugins.Options{Dirs: []string{dir}}).Toolset()
+	specs, err := ts.Tools(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `start tool plugin "broken"`) {
+		t.Errorf("err = %v, want it to name the broken plugin", err)
+	}
+	if len(specs) != 9 {
+		t.Errorf("got %d tools from the working plugin, want 9", len(specs))
+	}
+	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestConcurrentCallsDuringCrash runs calls from many goroutines while one
+// of them crashes the plugin: every call either succeeds or fails with a
+// crash error, and the plugin serves again afterwards.
+func TestConcurrentCallsDuringCrash(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tool := "echo"
+			if i == 10 {
+				tool = "crash"
+			}
+			_, _, err := invoke(t, ts, tool, `{"text":"x"}`)
+			if err != nil && !errors.Is(err, engine.ErrPluginCrashed) {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
+	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunByHand checks that a plugin binary run outside Plexus says so.
+func TestRunByHand(t *testing.T) {
+	cmd := exec.Command(pluginBin)
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !bytes.Contains(out, []byte("plugin")) {
+		t.Errorf("running the plugin by hand: %v\n%s", err, out)
+	}
+	_ = io.Discard
+	_ = syscall.SIGTERM
+}
