@@ -152,4 +152,3 @@ func jsonOrEmpty(raw json.RawMessage) string {
 	}
 	return string(raw)
 }
-

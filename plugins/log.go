@@ -60,11 +60,11 @@ func (h *hclogSlog) Warn(msg string, args ...any)  { h.Log(hclog.Warn, msg, args
 func (h *hclogSlog) Error(msg string, args ...any) { h.Log(hclog.Error, msg, args...) }
 
 func (h *hclogSlog) enabled(l slog.Level) bool { return h.l.Enabled(context.Background(), l) }
-func (h *hclogSlog) IsTrace() bool            { return h.enabled(slogTrace) }
-func (h *hclogSlog) IsDebug() bool            { return h.enabled(slog.LevelDebug) }
-func (h *hclogSlog) IsInfo() bool             { return h.enabled(slog.LevelInfo) }
-func (h *hclogSlog) IsWarn() bool             { return h.enabled(slog.LevelWarn) }
-func (h *hclogSlog) IsError() bool            { return h.enabled(slog.LevelError) }
+func (h *hclogSlog) IsTrace() bool             { return h.enabled(slogTrace) }
+func (h *hclogSlog) IsDebug() bool             { return h.enabled(slog.LevelDebug) }
+func (h *hclogSlog) IsInfo() bool              { return h.enabled(slog.LevelInfo) }
+func (h *hclogSlog) IsWarn() bool              { return h.enabled(slog.LevelWarn) }
+func (h *hclogSlog) IsError() bool             { return h.enabled(slog.LevelError) }
 
 func (h *hclogSlog) ImpliedArgs() []any { return h.implied }
 

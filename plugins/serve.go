@@ -57,4 +57,3 @@ func Logger() *slog.Logger {
 		},
 	}))
 }
-
