@@ -39,9 +39,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxSteps caps model calls per turn (default DefaultMaxSteps).
 	MaxSteps int
-	// ToolCodeTimeout is the deadline of one tool call (default
+	// ToolTimeout is the deadline of one tool call (default
 	// DefaultToolTimeout).
-	ToolCodeTimeout time.Duration
+	ToolTimeout time.Duration
 	// MaxToolResultBytes caps the tool result text handed to the model
 	// (default DefaultMaxToolResultBytes); longer results are cut and
 	// marked truncated.
@@ -75,8 +75,8 @@ func New(opts Options) (*Engine, error) {
 	if opts.MaxSteps <= 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
-	if opts.ToolCodeTimeout <= 0 {
-		opts.ToolCodeTimeout = DefaultToolTimeout
+	if opts.ToolTimeout <= 0 {
+		opts.ToolTimeout = DefaultToolTimeout
 	}
 	if opts.MaxToolResultBytes <= 0 {
 		opts.MaxToolResultBytes = DefaultMaxToolResultBytes

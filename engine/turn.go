@@ -207,7 +207,7 @@ func (t *turn) callTool(ctx context.Context, call ToolCall) (string, error) {
 	} else if t.e.opts.Tools == nil {
 		err = ToolErrorf(ToolCodeUnknownTool, "no tools are loaded")
 	} else {
-		cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolCodeTimeout)
+		cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolTimeout)
 		res, err = t.e.opts.Tools.Invoke(cctx, InvokeRequest{
 			CallID: call.ID, Tool: call.Name, Args: call.Args,
 			WorkspaceRoot: t.s.workspace.Root, Host: &callHost{t: t, call: call},
@@ -217,7 +217,7 @@ func (t *turn) callTool(ctx context.Context, call ToolCall) (string, error) {
 			t.emit(e)
 		})
 		if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s", call.Name, t.e.opts.ToolCodeTimeout)
+			err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s", call.Name, t.e.opts.ToolTimeout)
 		}
 		cancel()
 	}

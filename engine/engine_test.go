@@ -1,0 +1,586 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+// step is one scripted model reply.
+type step struct {
+	text  string
+	calls []engine.ToolCall
+	err   error
+	block bool // wait for ctx to end
+}
+
+// scriptModel plays steps in order and records every request.
+type scriptModel struct {
+	mu    sync.Mutex
+	steps []step
+	reqs  []engine.ChatRequest
+}
+
+func (m *scriptModel) ListModels(context.Context) ([]engine.ModelInfo, error) {
+	return []engine.ModelInfo{{Name: "m1"}}, nil
+}
+
+func (m *scriptModel) Embed(context.Context, engine.EmbedRequest) (engine.EmbedResponse, error) {
+	return engine.EmbedResponse{}, errors.New("no embeddings")
+}
+
+func (m *scriptModel) Chat(ctx context.Context, req engine.ChatRequest, on func(engine.ChatChunk) error) error {
+	m.mu.Lock()
+	m.reqs = append(m.reqs, req)
+	if len(m.steps) == 0 {
+		m.mu.Unlock()
+		return errors.New("script exhausted")
+	}
+	st := m.steps[0]
+	m.steps = m.steps[1:]
+	m.mu.Unlock()
+	if st.block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if st.err != nil {
+		return st.err
+	}
+	for _, w := range strings.SplitAfter(st.text, " ") {
+		if w != "" {
+			if err := on(engine.ChatChunk{Text: w}); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range st.calls {
+		if err := on(engine.ChatChunk{ToolCall: &st.calls[i]}); err != nil {
+			return err
+		}
+	}
+	if err := on(engine.ChatChunk{Usage: &engine.Usage{PromptTokens: 10, CompletionTokens: 5}}); err != nil {
+		return err
+	}
+	return on(engine.ChatChunk{DoneReason: "stop"})
+}
+
+func (m *scriptModel) requests() []engine.ChatRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.reqs)
+}
+
+// toolbox is an in-process Toolset: read (read-only), write (needs
+// approval), fail, slow and big.
+type toolbox struct{ invoked []string }
+
+func (tb *toolbox) Tools(context.Context) ([]engine.ToolSpec, error) {
+	schema := json.RawMessage(`{"type":"object"}`)
+	return []engine.ToolSpec{
+		{Name: "read", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true},
+		{Name: "write", InputSchema: schema, Risk: engine.RiskMedium, NeedsApproval: true},
+		{Name: "fail", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true},
+		{Name: "slow", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true},
+		{Name: "big", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true},
+	}, nil
+}
+
+func (tb *toolbox) Invoke(ctx context.Context, req engine.InvokeRequest, on func(engine.ToolUpdate)) (engine.ToolResult, error) {
+	tb.invoked = append(tb.invoked, req.Tool)
+	switch req.Tool {
+	case "read":
+		on(engine.ToolUpdate{Progress: &engine.ToolProgress{Message: "reading"}})
+		return engine.JSONResult(map[string]string{"content": "package main", "root": req.WorkspaceRoot}, "1 line")
+	case "write":
+		return engine.JSONResult(map[string]any{"files_modified": []string{"a.go"}}, "wrote a.go")
+	case "fail":
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeNotFound, "no such file: x.go")
+	case "slow":
+		<-ctx.Done()
+		return engine.ToolResult{}, ctx.Err()
+	case "big":
+		return engine.JSONResult(map[string]string{"data": strings.Repeat("x", 5000)}, "big")
+	}
+	return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "no %s", req.Tool)
+}
+
+func call(id, name, args string) engine.ToolCall {
+	return engine.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
+}
+
+type fixture struct {
+	eng   *engine.Engine
+	model *scriptModel
+	tools *toolbox
+	sess  *engine.Session
+}
+
+func newFixture(t *testing.T, opts engine.Options, steps ...step) *fixture {
+	t.Helper()
+	f := &fixture{model: &scriptModel{steps: steps}, tools: &toolbox{}}
+	opts.Models = map[string]engine.Model{"script": f.model}
+	opts.Tools = f.tools
+	opts.Model = engine.ModelRef{Provider: "script", Name: "m1"}
+	eng, err := engine.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := eng.OpenWorkspace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.eng = eng
+	f.sess, err = eng.NewSession(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// run runs one turn and returns its result and events.
+func (f *fixture) run(t *testing.T, ctx context.Context, msg string, opts engine.TurnOptions) (engine.TurnResult, []engine.Event) {
+	t.Helper()
+	var mu sync.Mutex
+	var events []engine.Event
+	opts.OnEvent = func(e engine.Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	res, err := f.sess.Run(ctx, engine.TurnInput{Message: msg}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, events
+}
+
+// kinds renders events compactly: "thinking", "tool_call:read:started", ...
+func kinds(events []engine.Event) []string {
+	var out []string
+	for _, e := range events {
+		switch d := e.Data.(type) {
+		case *engine.ToolCallEvent:
+			out = append(out, fmt.Sprintf("tool_call:%s:%s", d.Name, d.Status))
+		case *engine.FinalEvent:
+			out = append(out, "final:"+string(d.Status))
+		case *engine.ErrorEvent:
+			out = append(out, fmt.Sprintf("error:%s:%v", d.Code, d.Recoverable))
+		case *engine.TokenEvent:
+			if len(out) == 0 || out[len(out)-1] != "token" {
+				out = append(out, "token")
+			}
+		default:
+			out = append(out, e.Data.EventKind())
+		}
+	}
+	return out
+}
+
+func TestTurnPlanToolsAndAnswer(t *testing.T) {
+	f := newFixture(t, engine.Options{},
+		step{text: "Let me look. ", calls: []engine.ToolCall{
+			call("", "update_plan", `{"steps":[{"description":"Read main","files_involved":["main.go"]}],"rationale":"small"}`),
+			call("", "read", `{"path":"main.go"}`),
+		}},
+		step{text: "It is a main package."},
+	)
+	res, events := f.run(t, context.Background(), "what is main.go?", engine.TurnOptions{})
+	want := []string{"thinking", "token", "thinking", "tool_call:update_plan:started", "plan", "tool_call:update_plan:completed",
+		"tool_call:read:started", "tool_call:read:running", "tool_call:read:completed", "thinking", "token", "final:completed"}
+	if got := kinds(events); !slices.Equal(got, want) {
+		t.Fatalf("events\n got %v\nwant %v", got, want)
+	}
+	for i, e := range events {
+		if e.Seq != uint64(i+1) || e.SessionID != f.sess.ID() || e.TurnID != res.TurnID {
+			t.Fatalf("event %d: seq %d session %s turn %s", i, e.Seq, e.SessionID, e.TurnID)
+		}
+	}
+	var plan *engine.PlanEvent
+	for _, e := range events {
+		if p, ok := e.Data.(*engine.PlanEvent); ok {
+			plan = p
+		}
+	}
+	if plan == nil || len(plan.Steps) != 1 || plan.Steps[0].Number != 1 || plan.Steps[0].FilesInvolved[0] != "main.go" || plan.Rationale != "small" {
+		t.Errorf("plan = %+v", plan)
+	}
+	if res.Status != engine.TurnCompleted || res.Message != "It is a main package." {
+		t.Errorf("result = %+v", res)
+	}
+	md := res.Metadata
+	if md.ModelCalls != 2 || md.ToolCalls != 2 || md.TokensUsed != 30 || !slices.Equal(md.ToolsUsed, []string{"update_plan", "read"}) || md.Model != "script:m1" {
+		t.Errorf("metadata = %+v", md)
+	}
+	// The second model call saw both tool results, tied to unique call ids.
+	reqs := f.model.requests()
+	msgs := reqs[1].Messages
+	if msgs[0].Role != engine.RoleSystem || !strings.Contains(msgs[0].Content, f.sess.Workspace().Root) {
+		t.Errorf("system prompt = %q", msgs[0].Content)
+	}
+	last := msgs[len(msgs)-1]
+	asst := msgs[len(msgs)-3]
+	if last.Role != engine.RoleTool || last.ToolName != "read" || !strings.Contains(last.Content, "package main") ||
+		last.ToolCallID != asst.ToolCalls[1].ID || asst.ToolCalls[0].ID == asst.ToolCalls[1].ID || asst.ToolCalls[0].ID == "" {
+		t.Errorf("tool messages: %+v / %+v", asst, last)
+	}
+	if !strings.Contains(last.Content, f.sess.Workspace().Root) {
+		t.Errorf("tool did not get the workspace root: %s", last.Content)
+	}
+	if !slices.ContainsFunc(reqs[0].Tools, func(s engine.ToolSpec) bool { return s.Name == "update_plan" }) {
+		t.Error("update_plan not offered to the model")
+	}
+}
+
+func TestHistoryAcrossTurns(t *testing.T) {
+	f := newFixture(t, engine.Options{}, step{text: "first answer"}, step{text: "second answer"})
+	f.run(t, context.Background(), "one", engine.TurnOptions{})
+	f.run(t, context.Background(), "two", engine.TurnOptions{})
+	msgs := f.model.requests()[1].Messages
+	var got []string
+	for _, m := range msgs[1:] {
+		got = append(got, string(m.Role)+":"+m.Content)
+	}
+	want := []string{"user:one", "assistant:first answer", "user:two"}
+	if !slices.Equal(got, want) {
+		t.Errorf("second turn saw %v, want %v", got, want)
+	}
+	if st := f.sess.Status(); st.Messages != 4 || st.Turns != 2 || st.Busy || st.LastSeq == 0 {
+		t.Errorf("status = %+v", st)
+	}
+	if err := f.sess.ClearHistory(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.sess.History()); n != 0 {
+		t.Errorf("history after clear has %d messages", n)
+	}
+}
+
+type fakeHost struct {
+	approve bool
+	asked   []engine.ApprovalRequest
+}
+
+func (h *fakeHost) RequestApproval(_ context.Context, r engine.ApprovalRequest) (engine.ApprovalDecision, error) {
+	h.asked = append(h.asked, r)
+	return engine.ApprovalDecision{Approved: h.approve}, nil
+}
+
+func TestApprovalPolicy(t *testing.T) {
+	writeCall := step{calls: []engine.ToolCall{call("c1", "write", `{"path":"a.go"}`)}}
+	cases := []struct {
+		name      string
+		opts      engine.TurnOptions
+		host      *fakeHost
+		wantKinds []string
+		ran       bool
+		reason    string
+	}{
+		{"no host denies", engine.TurnOptions{}, nil,
+			[]string{"thinking", "thinking", "tool_call:write:denied", "error:POLICY_VIOLATION:true", "thinking", "token", "final:completed"},
+			false, "cannot ask"},
+		{"approve all runs", engine.TurnOptions{ApproveAll: true}, nil,
+			[]string{"thinking", "thinking", "tool_call:write:started", "tool_call:write:completed", "thinking", "token", "final:completed"},
+			true, ""},
+		{"host approves", engine.TurnOptions{}, &fakeHost{approve: true},
+			[]string{"thinking", "thinking", "approval_request", "tool_call:write:started", "tool_call:write:completed", "thinking", "token", "final:completed"},
+			true, ""},
+		{"host denies", engine.TurnOptions{}, &fakeHost{approve: false},
+			[]string{"thinking", "thinking", "approval_request", "tool_call:write:denied", "error:POLICY_VIOLATION:true", "thinking", "token", "final:completed"},
+			false, "the user denied it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, engine.Options{}, writeCall, step{text: "done"})
+			if tc.host != nil {
+				tc.opts.Host = tc.host
+			}
+			res, events := f.run(t, context.Background(), "write it", tc.opts)
+			if got := kinds(events); !slices.Equal(got, tc.wantKinds) {
+				t.Fatalf("events\n got %v\nwant %v", got, tc.wantKinds)
+			}
+			if ran := slices.Contains(f.tools.invoked, "write"); ran != tc.ran {
+				t.Errorf("write ran = %v, want %v", ran, tc.ran)
+			}
+			if tc.ran && !slices.Equal(res.Metadata.FilesModified, []string{"a.go"}) {
+				t.Errorf("files modified = %v", res.Metadata.FilesModified)
+			}
+			if tc.host != nil {
+				r := tc.host.asked[0]
+				if r.Tool != "write" || r.CallID != "c1" || r.Risk.Level != engine.RiskMedium || len(r.Risk.Reasons) == 0 || r.ID == "" {
+					t.Errorf("approval request = %+v", r)
+				}
+			}
+			if tc.reason != "" {
+				msgs := f.model.requests()[1].Messages
+				if tm := msgs[len(msgs)-1]; tm.Role != engine.RoleTool || !strings.Contains(tm.Content, tc.reason) || !strings.Contains(tm.Content, "permission_denied") {
+					t.Errorf("model was told %q, want the reason %q", tm.Content, tc.reason)
+				}
+			}
+		})
+	}
+}
+
+func TestToolFailureIsRecoverable(t *testing.T) {
+	f := newFixture(t, engine.Options{},
+		step{calls: []engine.ToolCall{call("c1", "fail", `{}`), call("c2", "nope", `{}`), call("c3", "read", `{not json`)}},
+		step{text: "recovered"})
+	res, events := f.run(t, context.Background(), "go", engine.TurnOptions{})
+	want := []string{"thinking", "thinking", "tool_call:fail:started", "tool_call:fail:failed", "error:TOOL_ERROR:true",
+		"tool_call:nope:failed", "error:TOOL_ERROR:true", "tool_call:read:failed", "error:TOOL_ERROR:true", "thinking", "token", "final:completed"}
+	if got := kinds(events); !slices.Equal(got, want) {
+		t.Fatalf("events\n got %v\nwant %v", got, want)
+	}
+	if res.Status != engine.TurnCompleted {
+		t.Errorf("status %s", res.Status)
+	}
+	var failed *engine.ToolCallEvent
+	for _, e := range events {
+		if d, ok := e.Data.(*engine.ToolCallEvent); ok && d.Status == engine.ToolFailed && failed == nil {
+			failed = d
+		}
+	}
+	if failed.ErrorCode != engine.ToolCodeNotFound || failed.Error != "no such file: x.go" {
+		t.Errorf("failed event = %+v", failed)
+	}
+	msgs := f.model.requests()[1].Messages
+	tail := msgs[len(msgs)-3:]
+	for i, want := range []string{"no such file", `there is no tool named \"nope\"`, "not valid JSON"} {
+		if !strings.Contains(tail[i].Content, want) {
+			t.Errorf("tool message %d = %s, want %q", i, tail[i].Content, want)
+		}
+	}
+}
+
+func TestModelErrorEndsTurn(t *testing.T) {
+	merr := &engine.ModelError{Provider: "ollama", Kind: engine.ErrModelNotFound, Message: `model "x" not found, try pulling it first`}
+	f := newFixture(t, engine.Options{}, step{err: merr})
+	res, events := f.run(t, context.Background(), "hi", engine.TurnOptions{})
+	if got := kinds(events); !slices.Equal(got, []string{"thinking", "error:MODEL_ERROR:false", "final:error"}) {
+		t.Fatalf("events %v", got)
+	}
+	if res.Status != engine.TurnError || res.Error != `ollama: model "x" not found, try pulling it first` {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestStepLimit(t *testing.T) {
+	loop := step{calls: []engine.ToolCall{call("", "read", `{}`)}}
+	f := newFixture(t, engine.Options{MaxSteps: 2}, loop, loop, loop)
+	res, _ := f.run(t, context.Background(), "loop", engine.TurnOptions{})
+	if res.Status != engine.TurnError || !strings.Contains(res.Error, "stopped after 2 model calls") {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestToolTimeout(t *testing.T) {
+	f := newFixture(t, engine.Options{ToolTimeout: 50 * time.Millisecond},
+		step{calls: []engine.ToolCall{call("c1", "slow", `{}`)}}, step{text: "ok"})
+	res, events := f.run(t, context.Background(), "slow", engine.TurnOptions{})
+	var failed *engine.ToolCallEvent
+	for _, e := range events {
+		if d, ok := e.Data.(*engine.ToolCallEvent); ok && d.Status == engine.ToolFailed {
+			failed = d
+		}
+	}
+	if failed == nil || failed.ErrorCode != engine.ToolCodeTimeout || !strings.Contains(failed.Error, "did not finish within 50ms") {
+		t.Fatalf("failed event = %+v", failed)
+	}
+	if res.Status != engine.TurnCompleted {
+		t.Errorf("status = %s", res.Status)
+	}
+}
+
+func TestResultTruncatedForModel(t *testing.T) {
+	f := newFixture(t, engine.Options{MaxToolResultBytes: 1000},
+		step{calls: []engine.ToolCall{call("c1", "big", `{}`)}}, step{text: "ok"})
+	f.run(t, context.Background(), "big", engine.TurnOptions{})
+	msgs := f.model.requests()[1].Messages
+	tm := msgs[len(msgs)-1].Content
+	var cut struct {
+		Truncated bool
+		Partial   string
+	}
+	if err := json.Unmarshal([]byte(tm), &cut); err != nil || !cut.Truncated || len(cut.Partial) > 1010 {
+		t.Errorf("model saw %d bytes: %.200s (%v)", len(tm), tm, err)
+	}
+}
+
+func TestCancellation(t *testing.T) {
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"during model call", []step{{block: true}}},
+		{"during tool call", []step{{calls: []engine.ToolCall{call("c1", "slow", `{}`)}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			f := newFixture(t, engine.Options{}, tc.steps...)
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			res, events := f.run(t, ctx, "wait", engine.TurnOptions{})
+			if res.Status != engine.TurnCancelled {
+				t.Fatalf("status = %s (%s)", res.Status, res.Error)
+			}
+			if fin, ok := events[len(events)-1].Data.(*engine.FinalEvent); !ok || fin.Status != engine.TurnCancelled {
+				t.Errorf("last event = %+v", events[len(events)-1].Data)
+			}
+			if f.sess.Status().Busy {
+				t.Error("session still busy")
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := runtime.NumGoroutine(); n > before {
+				t.Errorf("%d goroutines left behind", n-before)
+			}
+		})
+	}
+}
+
+func TestTurnsOfASessionAreSerialized(t *testing.T) {
+	f := newFixture(t, engine.Options{}, step{block: true}, step{text: "second"})
+	ctx, cancel := context.WithCancel(context.Background())
+	firstDone := make(chan engine.TurnResult)
+	go func() {
+		res, _ := f.sess.Run(ctx, engine.TurnInput{Message: "first"}, engine.TurnOptions{})
+		firstDone <- res
+	}()
+	for !f.sess.Status().Busy {
+		time.Sleep(5 * time.Millisecond)
+	}
+	secondDone := make(chan engine.TurnResult)
+	go func() {
+		res, _ := f.sess.Run(context.Background(), engine.TurnInput{Message: "second"}, engine.TurnOptions{})
+		secondDone <- res
+	}()
+	select {
+	case <-secondDone:
+		t.Fatal("second turn ran while the first was running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	if r := <-firstDone; r.Status != engine.TurnCancelled {
+		t.Errorf("first: %s", r.Status)
+	}
+	if r := <-secondDone; r.Status != engine.TurnCompleted || r.Message != "second" {
+		t.Errorf("second: %+v", r)
+	}
+	// A turn waiting for the lock gives up with its context.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	f.model.steps = []step{{block: true}}
+	blockCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go f.sess.Run(blockCtx, engine.TurnInput{Message: "hold"}, engine.TurnOptions{})
+	for !f.sess.Status().Busy {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := f.sess.Run(ctx2, engine.TurnInput{Message: "late"}, engine.TurnOptions{}); err == nil {
+		t.Error("Run with a cancelled context waited and ran")
+	}
+}
+
+func TestAttachments(t *testing.T) {
+	f := newFixture(t, engine.Options{MaxAttachmentBytes: 64}, step{text: "ok"})
+	root := f.sess.Workspace().Root
+	os.WriteFile(filepath.Join(root, "notes.txt"), []byte("remember the milk"), 0o644)
+	os.WriteFile(filepath.Join(root, "blob.bin"), []byte{0, 1, 2, 3}, 0o644)
+	os.WriteFile(filepath.Join(root, "long.txt"), []byte(strings.Repeat("a", 100)), 0o644)
+	var events []engine.Event
+	_, err := f.sess.Run(context.Background(), engine.TurnInput{Message: "see attached", Attachments: []engine.Attachment{
+		{Path: "notes.txt", MIME: "text/plain"},
+		{Path: filepath.Join(root, "blob.bin"), MIME: "application/octet-stream"},
+		{Path: "missing.txt", MIME: "text/plain"},
+		{Path: "long.txt", MIME: "text/plain"},
+	}}, engine.TurnOptions{OnEvent: func(e engine.Event) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := f.model.requests()[0].Messages[1].Content
+	for _, want := range []string{"see attached", "remember the milk", "blob.bin (application/octet-stream) not included: binary", "missing.txt (text/plain) not included", "[cut at 64 bytes]"} {
+		if !strings.Contains(user, want) {
+			t.Errorf("user message lacks %q:\n%s", want, user)
+		}
+	}
+	if got := kinds(events); !slices.Equal(got[:3], []string{"thinking", "error:INTERNAL:true", "error:INTERNAL:true"}) {
+		t.Errorf("events %v", got)
+	}
+}
+
+func TestModelSelection(t *testing.T) {
+	f := newFixture(t, engine.Options{}, step{text: "ok"})
+	if _, err := f.sess.Run(context.Background(), engine.TurnInput{Message: "x", Model: engine.ModelRef{Provider: "nope", Name: "m"}}, engine.TurnOptions{}); !errors.Is(err, engine.ErrUnknownProvider) {
+		t.Errorf("unknown provider: %v", err)
+	}
+	if _, err := f.sess.Run(context.Background(), engine.TurnInput{}, engine.TurnOptions{}); !errors.Is(err, engine.ErrInvalidRequest) {
+		t.Errorf("empty message: %v", err)
+	}
+	ctx := context.Background()
+	if err := f.eng.SetCurrentModel(ctx, engine.ModelRef{Provider: "script", Name: "m2"}); !errors.Is(err, engine.ErrModelNotFound) {
+		t.Errorf("unlisted model: %v", err)
+	}
+	if err := f.eng.SetCurrentModel(ctx, engine.ModelRef{Provider: "script", Name: "m1"}); err != nil {
+		t.Error(err)
+	}
+	if _, err := engine.New(engine.Options{Model: engine.ModelRef{Provider: "x", Name: "y"}}); !errors.Is(err, engine.ErrUnknownProvider) {
+		t.Errorf("New with unknown provider: %v", err)
+	}
+}
+
+func TestParseModelRef(t *testing.T) {
+	cases := []struct {
+		in       string
+		provider string
+		name     string
+		ok       bool
+	}{
+		{"ollama:qwen2.5-coder:7b", "ollama", "qwen2.5-coder:7b", true},
+		{"replay:examples/replay/tour.jsonl", "replay", "examples/replay/tour.jsonl", true},
+		{"openai:gpt-4o", "openai", "gpt-4o", true},
+		{"ollama", "", "", false},
+		{":x", "", "", false},
+		{"x:", "", "", false},
+	}
+	for _, tc := range cases {
+		got, err := engine.ParseModelRef(tc.in)
+		if (err == nil) != tc.ok || got.Provider != tc.provider || got.Name != tc.name {
+			t.Errorf("ParseModelRef(%q) = %+v, %v", tc.in, got, err)
+		}
+		if tc.ok && got.String() != tc.in {
+			t.Errorf("String() = %q, want %q", got.String(), tc.in)
+		}
+	}
+}
+
+func TestPlanValidation(t *testing.T) {
+	f := newFixture(t, engine.Options{},
+		step{calls: []engine.ToolCall{call("c1", "update_plan", `{"steps":[]}`), call("c2", "update_plan", `{"steps":[{"description":" "}]}`)}},
+		step{text: "ok"})
+	_, events := f.run(t, context.Background(), "plan", engine.TurnOptions{})
+	var errs []string
+	for _, e := range events {
+		if d, ok := e.Data.(*engine.ToolCallEvent); ok && d.Status == engine.ToolFailed {
+			errs = append(errs, d.Error)
+		}
+		if _, ok := e.Data.(*engine.PlanEvent); ok {
+			t.Error("an invalid plan was published")
+		}
+	}
+	if len(errs) != 2 || !strings.Contains(errs[0], "steps is empty") || !strings.Contains(errs[1], "step 1 has no description") {
+		t.Errorf("errors = %v", errs)
+	}
+}
