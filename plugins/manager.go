@@ -240,3 +240,37 @@ func (e *crashError) Error() string {
 
 func (e *crashError) Is(target error) bool { return target == engine.ErrPluginCrashed }
 func (e *crashError) Unwrap() error        { return e.cause }
+
+// PluginStatus is a plugin and what it offered when started.
+type PluginStatus struct {
+	Info
+	// Tools are a tool plugin's tools.
+	Tools []engine.ToolSpec
+	// Pid of the running process.
+	Pid int
+	// Err is why the plugin could not start.
+	Err error
+}
+
+// Describe starts every plugin (concurrently) and reports, for each, its
+// tools or why it failed to start.
+func (m *Manager) Describe(ctx context.Context) []PluginStatus {
+	out := make([]PluginStatus, len(m.procs))
+	var wg sync.WaitGroup
+	for i, p := range m.procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].Info = p.info
+			if _, _, err := p.get(ctx); err != nil {
+				out[i].Err = err
+				return
+			}
+			p.mu.Lock()
+			out[i].Tools, out[i].Pid = p.specs, p.pid
+			p.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
