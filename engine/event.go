@@ -63,8 +63,10 @@ type TokenEvent struct {
 // ToolStatus is the state of a tool call.
 type ToolStatus string
 
-// Tool call states. A call goes started → running* → completed | failed, or
-// straight to denied when policy or the user refuses it.
+// Tool call states. A call goes started → running* → completed | failed;
+// it goes straight to denied when policy or the user refuses it, and
+// straight to failed when it cannot start (unknown tool, arguments that are
+// not JSON).
 const (
 	ToolStarted   ToolStatus = "started"
 	ToolRunning   ToolStatus = "running"

@@ -94,6 +94,9 @@ func (s *Session) ClearHistory(ctx context.Context) error {
 }
 
 func (s *Session) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil { // select picks at random when both are ready
+		return fmt.Errorf("session %s: %w", s.id, context.Cause(ctx))
+	}
 	select {
 	case s.turnLock <- struct{}{}:
 		return nil
@@ -109,7 +112,10 @@ type TurnInput struct {
 	// Message is the user's text; it must not be empty.
 	Message string
 	// Attachments are files the client attached. Relative paths are
-	// relative to the workspace root.
+	// relative to the workspace root. Unlike tool paths they are not
+	// confined to the workspace: the client picked them for the user
+	// (a desktop shell's file picker), so an absolute path anywhere is
+	// read, up to Options.MaxAttachmentBytes.
 	Attachments []Attachment
 	// Model overrides the engine's current model for this turn.
 	Model ModelRef
@@ -130,7 +136,8 @@ type TurnOptions struct {
 	ApproveAll bool
 	// OnEvent receives the turn's events in order, synchronously, from
 	// one goroutine at a time; a slow OnEvent slows the turn. Nil drops
-	// them.
+	// them. The FinalEvent comes after the session's history and status
+	// are updated.
 	OnEvent func(Event)
 }
 
@@ -185,6 +192,9 @@ func (s *Session) Run(ctx context.Context, in TurnInput, opts TurnOptions) (Turn
 	s.turns++
 	s.running = false
 	s.mu.Unlock()
+	// The final event goes out after the history is saved, so a front-end
+	// answering from OnEvent sees the session as it now is.
+	t.emit(&FinalEvent{Status: res.Status, Message: res.Message, Error: res.Error, Metadata: res.Metadata})
 	return res, nil
 }
 

@@ -147,7 +147,6 @@ func (t *turn) fail(ctx context.Context, err error) TurnResult {
 func (t *turn) finish(status TurnStatus, message, errText string) TurnResult {
 	t.meta.TokensUsed = t.meta.PromptTokens + t.meta.CompletionTokens
 	t.meta.Duration = time.Since(t.started)
-	t.emit(&FinalEvent{Status: status, Message: message, Error: errText, Metadata: t.meta})
 	return TurnResult{TurnID: t.id, Status: status, Message: message, Error: errText, Metadata: t.meta}
 }
 
