@@ -19,7 +19,7 @@ import (
 // Defaults for Options fields left zero.
 const (
 	DefaultMaxSteps           = 24
-	DefaultToolTimeout        = 2 * time.Minute
+	DefaultToolTimeout        = 11 * time.Minute
 	DefaultMaxToolResultBytes = 64 << 10
 	DefaultMaxAttachmentBytes = 256 << 10
 )
@@ -40,7 +40,9 @@ type Options struct {
 	// MaxSteps caps model calls per turn (default DefaultMaxSteps).
 	MaxSteps int
 	// ToolTimeout is the deadline of one tool call (default
-	// DefaultToolTimeout).
+	// DefaultToolTimeout, 11 minutes: above run_command's own 600 s
+	// maximum, so the tool's limit, which returns partial output, acts
+	// first). Tools enforce their own, shorter limits.
 	ToolTimeout time.Duration
 	// MaxToolResultBytes caps the tool result text handed to the model
 	// (default DefaultMaxToolResultBytes); longer results are cut and
