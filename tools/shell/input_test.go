@@ -196,12 +196,19 @@ func TestToolSpec(t *testing.T) {
 		min, max, def int64
 	}{
 		{"timeout_seconds", 1, 300, 60},
-		{"max_output_bytes", 1, 1 << 20, 64 << 10},
+		{"max_output_bytes", 1, 1 << 20, DefaultOutputBytes},
 	}
 	for _, l := range limits {
 		p := schema.Properties[l.name]
 		if p.Minimum == nil || p.Maximum == nil || p.Default == nil || *p.Minimum != l.min || *p.Maximum != l.max || *p.Default != l.def {
-			t.Errorf("%s: minimum %v maximum %v default %v, want %d %d %d", l.name, p.Minimum, p.Maximum, p.Default, l.min, l.max, l.def)
+			t.Errorf("%s: minimum %v maximum %v default %v, want %d %d %d", l.name, deref(p.Minimum), deref(p.Maximum), deref(p.Default), l.min, l.max, l.def)
 		}
 	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
