@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/plexus-agent/plexus/plugins"
+)
+
+func newPluginsCmd(g *globalFlags) *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "plugins",
+		Short: "List built-in and discovered plugins with their tools",
+		Long: `List the built-in plugins and those found in the plugin directories
+(--plugin-dir), starting each once to ask what it offers. A plugin that fails
+to start is listed with the reason.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rt, err := newRuntime(g, cmd.ErrOrStderr(), false)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			statuses := rt.plugins.Describe(ctx)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KIND\tNAME\tSOURCE\tOFFERS")
+			failed := 0
+			for _, s := range statuses {
+				source := "built-in"
+				if !s.Builtin {
+					source = s.Path
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Kind, s.Name, source, offers(s))
+				if s.Err != nil {
+					failed++
+				}
+			}
+			tw.Flush()
+			if verbose {
+				for _, s := range statuses {
+					for _, t := range s.Tools {
+						fmt.Fprintf(cmd.OutOrStdout(), "\n%s (%s plugin; risk %s, read-only %v, needs approval %v)\n  %s\n",
+							t.Name, s.Name, t.Risk, t.ReadOnly, t.NeedsApproval, t.Description)
+					}
+				}
+			}
+			if failed > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d plugins failed to start", failed, len(statuses))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "describe each tool")
+	return cmd
+}
+
+func offers(s plugins.PluginStatus) string {
+	if s.Err != nil {
+		return "FAILED: " + s.Err.Error()
+	}
+	if s.Kind == plugins.KindModel {
+		return "models (see 'plexus models')"
+	}
+	names := make([]string, len(s.Tools))
+	for i, t := range s.Tools {
+		names[i] = t.Name
+		if t.NeedsApproval {
+			names[i] += " (approval)"
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func newModelsCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "models [PROVIDER...]",
+		Short: "List the models each provider offers now",
+		Long: `List the models each model provider (plugin) offers now: Ollama's local
+models, the OpenAI-compatible server's models, the replay scripts in
+$PLEXUS_REPLAY_DIR. A provider that cannot be reached is listed with the
+reason and how to fix it.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rt, err := newRuntime(g, cmd.ErrOrStderr(), false)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			providers := args
+			if len(providers) == 0 {
+				providers = rt.engine.Providers()
+			}
+			out := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "MODEL\tCAPABILITIES\tCONTEXT\tSIZE\tLOADED")
+			var problems []string
+			for _, p := range providers {
+				ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
+				infos, err := rt.engine.ListModels(ctx, p)
+				cancel()
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("%s: %v", p, err))
+					continue
+				}
+				for _, m := range infos {
+					ctxLen, size, loaded := "-", "-", ""
+					if m.ContextLength > 0 {
+						ctxLen = fmt.Sprint(m.ContextLength)
+					}
+					if m.SizeBytes > 0 {
+						size = fmt.Sprintf("%.1f GB", float64(m.SizeBytes)/1e9)
+						if m.SizeBytes < 1e8 {
+							size = fmt.Sprintf("%.1f MB", float64(m.SizeBytes)/1e6)
+						}
+					}
+					if m.Loaded {
+						loaded = "yes"
+					}
+					caps := strings.Join(m.Capabilities, ",")
+					if caps == "" {
+						caps = "-"
+					}
+					fmt.Fprintf(tw, "%s:%s\t%s\t%s\t%s\t%s\n", p, m.Name, caps, ctxLen, size, loaded)
+				}
+			}
+			tw.Flush()
+			for _, p := range problems {
+				fmt.Fprintf(cmd.ErrOrStderr(), "\n%s\n", p)
+			}
+			if len(problems) == len(providers) {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	return cmd
+}

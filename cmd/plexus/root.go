@@ -1,0 +1,111 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+// globalFlags are the flags every command shares.
+type globalFlags struct {
+	workspace     string
+	model         string
+	pluginDirs    []string
+	ollamaHost    string
+	openaiBaseURL string
+	openaiAPIKey  string
+	logLevel      string
+	approveAll    bool
+}
+
+func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "plexus",
+		Short: "Plexus: a pluggable agent engine for coding tools",
+		Long: `Plexus runs agent turns on a repository: a model (Ollama, any OpenAI-compatible
+server, or a recorded replay script) calls tools (files, search, shell) that run
+as separate plugin processes.
+
+Models are named PROVIDER:MODEL, for example ollama:qwen2.5-coder:7b,
+openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.workspace, "workspace", "w", ".", "workspace directory the agent works in")
+	pf.StringVarP(&g.model, "model", "m", os.Getenv("PLEXUS_MODEL"), "model as PROVIDER:MODEL (default $PLEXUS_MODEL)")
+	pf.StringSliceVar(&g.pluginDirs, "plugin-dir", defaultPluginDirs(), "directories searched for plexus-tool-NAME and plexus-model-NAME plugins (default $PLEXUS_PLUGIN_PATH, else $XDG_DATA_HOME/plexus/plugins)")
+	pf.StringVar(&g.ollamaHost, "ollama-host", "", "Ollama server URL (default $OLLAMA_HOST, else http://127.0.0.1:11434)")
+	pf.StringVar(&g.openaiBaseURL, "openai-base-url", "", "OpenAI-compatible API base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
+	pf.StringVar(&g.openaiAPIKey, "openai-api-key", "", "API key for the OpenAI-compatible server (default $OPENAI_API_KEY)")
+	pf.StringVar(&g.logLevel, "log-level", envOr("PLEXUS_LOG_LEVEL", "warn"), "log level on stderr: debug, info, warn or error (default $PLEXUS_LOG_LEVEL, else warn)")
+
+	root.AddCommand(
+		newRunCmd(g),
+		newServeCmd(g),
+		newPluginsCmd(g),
+		newModelsCmd(g),
+		newPluginCmd(),
+		newVersionCmd(),
+	)
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultPluginDirs is $PLEXUS_PLUGIN_PATH (colon-separated) or
+// $XDG_DATA_HOME/plexus/plugins (~/.local/share/plexus/plugins).
+func defaultPluginDirs() []string {
+	if p := os.Getenv("PLEXUS_PLUGIN_PATH"); p != "" {
+		return filepath.SplitList(p)
+	}
+	data := os.Getenv("XDG_DATA_HOME")
+	if data == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil
+		}
+		data = filepath.Join(home, ".local", "share")
+	}
+	return []string{filepath.Join(data, "plexus", "plugins")}
+}
+
+// logger writes text logs to stderr at the --log-level.
+func (g *globalFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToLower(g.logLevel))); err != nil {
+		return nil, usageErr("--log-level %q: use debug, info, warn or error", g.logLevel)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// modelRef parses --model, or explains how to choose one.
+func (g *globalFlags) modelRef() (engine.ModelRef, error) {
+	if g.model == "" {
+		return engine.ModelRef{}, usageErr(`no model chosen: pass --model PROVIDER:MODEL or set PLEXUS_MODEL, for example
+  --model ollama:qwen2.5-coder:7b            (a model your Ollama server has)
+  --model openai:gpt-4o-mini                 (OPENAI_API_KEY set, or --openai-base-url for a local server)
+  --model replay:examples/replay/tour.jsonl  (a recorded script, offline)
+'plexus models' lists what your providers offer`)
+	}
+	ref, err := engine.ParseModelRef(g.model)
+	if err != nil {
+		return engine.ModelRef{}, usageErr("--model: %v", err)
+	}
+	return ref, nil
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+func newRunCmd(g *globalFlags) *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "run [flags] MESSAGE...",
+		Short: "Run one agent turn on the workspace and stream it to the terminal",
+		Long: `Run one agent turn: the model reads the workspace through tools and answers.
+
+The answer streams to stdout as it is generated; tool calls (one line each,
+with a summary of the result), the plan and the closing summary go to stderr,
+so 'plexus run ... > answer.md' keeps only the answer. With no MESSAGE
+arguments the message is read from stdin.
+
+Tools that change files or run commands need approval: on a terminal you are
+asked for each call; otherwise they are denied unless --approve-all is given.`,
+		Example: `  plexus run --model replay:examples/replay/tour.jsonl "Give me a tour of this repository"
+  plexus run -w ~/src/app --model ollama:qwen2.5-coder:7b "Where is the HTTP router set up?"
+  plexus run --model openai:gpt-4o-mini --approve-all "Run the tests and summarise failures"`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			msg := strings.TrimSpace(strings.Join(args, " "))
+			in := cmd.InOrStdin()
+			tty := isTerminal(in)
+			if msg == "" && !tty {
+				b, err := io.ReadAll(in)
+				if err != nil {
+					return fmt.Errorf("read the message from stdin: %w", err)
+				}
+				msg = strings.TrimSpace(string(b))
+			}
+			if msg == "" {
+				return usageErr("no message: pass it as arguments (plexus run \"explain main.go\") or on stdin")
+			}
+			rt, err := newRuntime(g, cmd.ErrOrStderr(), true)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			sess, err := rt.engine.NewSession(rt.workspace, "")
+			if err != nil {
+				return err
+			}
+			r := &renderer{out: cmd.OutOrStdout(), errw: cmd.ErrOrStderr(), verbose: verbose}
+			opts := engine.TurnOptions{ApproveAll: g.approveAll, OnEvent: r.event}
+			if !g.approveAll && tty {
+				opts.Host = &terminalHost{in: bufio.NewReader(in), out: cmd.ErrOrStderr(), before: r.breakLine}
+			}
+			res, err := sess.Run(cmd.Context(), engine.TurnInput{Message: msg}, opts)
+			if err != nil {
+				return err
+			}
+			switch res.Status {
+			case engine.TurnCompleted:
+				return nil
+			case engine.TurnCancelled:
+				return &exitError{code: 130}
+			}
+			return &exitError{code: 1}
+		},
+	}
+	cmd.Flags().BoolVar(&g.approveAll, "approve-all", false, "approve every call that needs approval (file writes, commands) without asking")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also show thinking, tool starts, progress and output")
+	return cmd
+}
+
+// isTerminal reports whether r is a character device (a terminal).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// renderer prints a turn's events for a person: tokens to out, everything
+// else to errw, each tool call as one line with its result summary.
+type renderer struct {
+	out, errw io.Writer
+	verbose   bool
+	midLine   bool // out has text not ended by a newline
+	lastErr   string
+}
+
+// breakLine ends a partial line of answer text before a status line.
+func (r *renderer) breakLine() {
+	if r.midLine {
+		fmt.Fprintln(r.out)
+		r.midLine = false
+	}
+}
+
+func (r *renderer) status(format string, args ...any) {
+	r.breakLine()
+	fmt.Fprintf(r.errw, format+"\n", args...)
+}
+
+func (r *renderer) event(e engine.Event) {
+	switch d := e.Data.(type) {
+	case *engine.TokenEvent:
+		io.WriteString(r.out, d.Text)
+		if d.Text != "" {
+			r.midLine = !strings.HasSuffix(d.Text, "\n")
+		}
+	case *engine.ThinkingEvent:
+		if r.verbose {
+			r.status("· %s: %s", d.Phase, d.Message)
+		}
+	case *engine.PlanEvent:
+		var b strings.Builder
+		b.WriteString("Plan:")
+		for _, s := range d.Steps {
+			fmt.Fprintf(&b, "\n  %d. %s", s.Number, s.Description)
+			if len(s.FilesInvolved) > 0 {
+				fmt.Fprintf(&b, " (%s)", strings.Join(s.FilesInvolved, ", "))
+			}
+		}
+		r.status("%s", b.String())
+	case *engine.ToolCallEvent:
+		r.toolCall(d)
+	case *engine.ErrorEvent:
+		switch {
+		case !d.Recoverable:
+			r.lastErr = d.Message
+		case d.Code == engine.CodeInternal:
+			r.status("warning: %s", d.Message)
+		}
+	case *engine.FinalEvent:
+		r.final(d)
+	}
+}
+
+func (r *renderer) toolCall(d *engine.ToolCallEvent) {
+	call := d.Name + " " + formatArgs(d.Args)
+	switch d.Status {
+	case engine.ToolStarted:
+		if r.verbose {
+			r.status("→ %s", call)
+		}
+	case engine.ToolRunning:
+		if !r.verbose || d.Update == nil {
+			return
+		}
+		if p := d.Update.Progress; p != nil {
+			r.status("  … %s", p.Message)
+		}
+		if o := d.Update.Output; o != nil {
+			r.status("  %s", strings.TrimRight(o.Text, "\n"))
+		}
+	case engine.ToolCompleted:
+		r.status("✓ %s — %s (%s)", call, d.Summary, d.Duration.Round(time.Millisecond))
+	case engine.ToolFailed:
+		r.status("✗ %s — %s", call, d.Error)
+	case engine.ToolDenied:
+		r.status("⊘ %s — %s", call, d.Error)
+	}
+}
+
+func (r *renderer) final(d *engine.FinalEvent) {
+	r.breakLine()
+	md := d.Metadata
+	facts := []string{string(d.Status)}
+	if md.ToolCalls > 0 {
+		facts = append(facts, plural(md.ToolCalls, "tool call"))
+	}
+	if md.TokensUsed > 0 {
+		facts = append(facts, fmt.Sprintf("%d tokens", md.TokensUsed))
+	}
+	facts = append(facts, md.Duration.Round(10*time.Millisecond).String(), md.Model)
+	if len(md.FilesModified) > 0 {
+		facts = append(facts, "modified "+strings.Join(md.FilesModified, ", "))
+	}
+	fmt.Fprintf(r.errw, "— %s\n", strings.Join(facts, " · "))
+	if d.Status != engine.TurnCompleted {
+		msg := d.Error
+		if r.lastErr != "" && d.Status == engine.TurnError {
+			msg = r.lastErr
+		}
+		fmt.Fprintf(r.errw, "plexus: %s\n", msg)
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// formatArgs renders a tool call's arguments compactly: key=value pairs in
+// key order, long values cut.
+func formatArgs(raw json.RawMessage) string {
+	var args map[string]any
+	if json.Unmarshal(raw, &args) != nil {
+		return cut(string(raw), 80)
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		var v string
+		switch x := args[k].(type) {
+		case string:
+			v = x
+			if strings.ContainsAny(v, " \t\n\"") || v == "" {
+				b, _ := json.Marshal(cut(v, 60))
+				v = string(b)
+			}
+		case []any:
+			v = fmt.Sprintf("[%d items]", len(x))
+		case map[string]any:
+			v = "{…}"
+		default:
+			b, _ := json.Marshal(x)
+			v = string(b)
+		}
+		parts = append(parts, k+"="+cut(v, 60))
+	}
+	return cut(strings.Join(parts, " "), 120)
+}
+
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// terminalHost asks the person at the terminal to approve each call.
+type terminalHost struct {
+	in     *bufio.Reader
+	out    io.Writer
+	before func()
+}
+
+func (h *terminalHost) RequestApproval(ctx context.Context, req engine.ApprovalRequest) (engine.ApprovalDecision, error) {
+	h.before()
+	fmt.Fprintf(h.out, "? Allow %s %s\n  risk %s: %s\n", req.Tool, formatArgs(req.Args), req.Risk.Level, strings.Join(req.Risk.Reasons, "; "))
+	if req.Preview != nil {
+		fmt.Fprintf(h.out, "  %s: %s\n", req.Preview.Type, req.Preview.Content)
+	}
+	fmt.Fprint(h.out, "  [y]es / [N]o: ")
+	answer := make(chan string, 1)
+	go func() {
+		line, err := h.in.ReadString('\n')
+		if err != nil && line == "" {
+			line = "\x00eof"
+		}
+		answer <- strings.ToLower(strings.TrimSpace(line))
+	}()
+	select {
+	case a := <-answer:
+		switch a {
+		case "y", "yes":
+			return engine.ApprovalDecision{Approved: true, Reason: "approved at the terminal"}, nil
+		case "\x00eof":
+			fmt.Fprintln(h.out)
+			return engine.ApprovalDecision{Reason: "no answer (end of input)"}, nil
+		}
+		return engine.ApprovalDecision{Reason: "the user denied it at the terminal"}, nil
+	case <-ctx.Done():
+		fmt.Fprintln(h.out)
+		return engine.ApprovalDecision{}, ctx.Err()
+	}
+}

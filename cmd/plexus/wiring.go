@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/models/ollama"
+	"github.com/plexus-agent/plexus/models/openai"
+	"github.com/plexus-agent/plexus/models/replay"
+	"github.com/plexus-agent/plexus/plugins"
+	fstool "github.com/plexus-agent/plexus/tools/fs"
+	"github.com/plexus-agent/plexus/tools/shell"
+)
+
+// builtins are the plugins compiled into this binary, each served by
+// `plexus plugin serve KIND NAME` in its own process.
+var builtins = map[plugins.Ref]func(){
+	{Kind: plugins.KindTool, Name: "fs"}:      fstool.Serve,
+	{Kind: plugins.KindTool, Name: "shell"}:   shell.Serve,
+	{Kind: plugins.KindModel, Name: "ollama"}: ollama.Serve,
+	{Kind: plugins.KindModel, Name: "openai"}: openai.Serve,
+	{Kind: plugins.KindModel, Name: "replay"}: replay.Serve,
+}
+
+func builtinRefs() []plugins.Ref {
+	refs := make([]plugins.Ref, 0, len(builtins))
+	for r := range builtins {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(i, j int) bool {
+		if refs[i].Kind != refs[j].Kind {
+			return refs[i].Kind > refs[j].Kind // tools first
+		}
+		return refs[i].Name < refs[j].Name
+	})
+	return refs
+}
+
+// runtime is the engine and its plugin host, wired from the flags.
+type runtime struct {
+	log       *slog.Logger
+	plugins   *plugins.Manager
+	engine    *engine.Engine
+	workspace *engine.Workspace
+}
+
+// newRuntime wires the plugin host and the engine. needModel makes a
+// missing --model a usage error.
+func newRuntime(g *globalFlags, stderr io.Writer, needModel bool) (*runtime, error) {
+	log, err := g.logger(stderr)
+	if err != nil {
+		return nil, err
+	}
+	var ref engine.ModelRef
+	if needModel {
+		if ref, err = g.modelRef(); err != nil {
+			return nil, err
+		}
+	}
+	settings := map[string]map[string]string{
+		"ollama": nonEmpty(map[string]string{"host": g.ollamaHost}),
+		"openai": nonEmpty(map[string]string{"base_url": g.openaiBaseURL, "api_key": g.openaiAPIKey}),
+	}
+	mgr, err := plugins.NewManager(plugins.Options{
+		Builtins: builtinRefs(),
+		Dirs:     g.pluginDirs,
+		Settings: settings,
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(engine.Options{
+		Models: mgr.Models(),
+		Tools:  mgr.Toolset(),
+		Model:  ref,
+		Logger: log,
+	})
+	if err != nil {
+		mgr.Close()
+		return nil, usageErr("--model %s: %v", g.model, err)
+	}
+	ws, err := eng.OpenWorkspace(g.workspace)
+	if err != nil {
+		mgr.Close()
+		return nil, usageErr("--workspace: %v", err)
+	}
+	return &runtime{log: log, plugins: mgr, engine: eng, workspace: ws}, nil
+}
+
+func (r *runtime) Close() { r.plugins.Close() }
+
+func nonEmpty(m map[string]string) map[string]string {
+	for k, v := range m {
+		if v == "" {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+// newPluginCmd is the hidden `plexus plugin serve KIND NAME` that the
+// plugin host runs to start a built-in plugin.
+func newPluginCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "plugin", Hidden: true, Short: "Internal: serve a built-in plugin"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "serve KIND NAME",
+		Short: "Serve a built-in plugin over go-plugin (started by the plugin host, not by hand)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			serve, ok := builtins[plugins.Ref{Kind: args[0], Name: args[1]}]
+			if !ok {
+				var names []string
+				for _, r := range builtinRefs() {
+					names = append(names, r.Kind+" "+r.Name)
+				}
+				return usageErr("no built-in %s plugin %q; built-ins: %s", args[0], args[1], strings.Join(names, ", "))
+			}
+			serve()
+			return nil
+		},
+	})
+	return cmd
+}
+
+var version = "0.1.0-dev"
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the Plexus version and plugin protocol version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "plexus %s (plugin protocol %d)\n", version, plugins.ProtocolVersion)
+			return err
+		},
+	}
+}
