@@ -1,9 +1,14 @@
 // Package workspace confines file access to a workspace root. Every path a
-// tool, a patch or a client names goes through Root.Resolve, which refuses
-// `..` that climbs out, absolute paths outside the root and symlinks whose
-// target lies outside it, with an error that says so. File operations then
-// go through the os.Root returned by Root.FS (openat-based, so a symlink
-// swapped in after the check still cannot escape).
+// tool, a patch or a client names goes through Root.Resolve (or Root.Real),
+// which refuses `..` that climbs out, absolute paths outside the root and
+// symlinks whose target lies outside it, with an error that says so. File
+// operations then go through the os.Root returned by Root.FS (openat-based,
+// so a symlink swapped in after the check still cannot escape; Root.FSError
+// turns that refusal into the same *EscapeError).
+//
+// Root.Walk visits the workspace the way git sees it: nested .gitignore
+// files, .git/info/exclude, never .git itself, never through a symlinked
+// directory, in sorted order.
 package workspace
 
 import (
@@ -11,11 +16,18 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/plexus-agent/plexus/engine"
 )
+
+// maxSymlinks is how many symlinks Resolve follows in one path before it
+// gives up with ELOOP; Linux's own limit (MAXSYMLINKS) is 40.
+const maxSymlinks = 40
 
 // Root is an open workspace directory. Safe for concurrent use.
 type Root struct {
@@ -24,7 +36,10 @@ type Root struct {
 	root *os.Root
 }
 
-// Open opens the workspace directory dir.
+// Open opens the workspace directory dir (absolute, or relative to the
+// current directory; symlinks in it are resolved once, here). Errors wrap
+// the os error, so errors.Is(err, fs.ErrNotExist) holds when dir does not
+// exist; a dir that is a file fails with syscall.ENOTDIR.
 func Open(dir string) (*Root, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -45,18 +60,19 @@ func Open(dir string) (*Root, error) {
 func (r *Root) Dir() string { return r.dir }
 
 // FS is the os.Root through which confined file operations go. Pass it the
-// relative paths Resolve returns.
+// relative paths Resolve or Real return, and pass its errors through
+// FSError.
 func (r *Root) FS() *os.Root { return r.root }
 
-// Close releases the directory handle.
+// Close releases the directory handle. Operations through FS fail after it.
 func (r *Root) Close() error { return r.root.Close() }
 
 // EscapeError reports a path that would leave the workspace. It matches
 // engine.ErrPermissionDenied with errors.Is.
 type EscapeError struct {
 	Path   string // as given
-	Root   string
-	Reason string // "climbs out with ..", "is outside", "is a symlink to ..."
+	Root   string // the workspace directory
+	Reason string // completes "path P <Reason> the workspace R", e.g. "climbs out of"
 }
 
 func (e *EscapeError) Error() string {
@@ -67,61 +83,199 @@ func (e *EscapeError) Error() string {
 func (e *EscapeError) Is(target error) bool { return target == engine.ErrPermissionDenied }
 
 // Resolve turns a path named by a client or model (relative to the root, or
-// absolute) into a clean slash-free relative path inside the root ("." for
-// the root itself). It follows symlinks along the existing part of the
-// path and refuses any that lead outside. A path that does not exist yet is
-// fine as long as its existing parent is inside. Errors: *EscapeError.
+// absolute) into a clean relative path inside the root, in the OS's form
+// (filepath separators; "." for the root itself). `..` is applied
+// lexically. Resolve follows every symlink along the existing part of the
+// path, as the kernel would, and refuses the path when one leads outside
+// the root, even if the link's target does not exist yet. A path that does
+// not exist yet is fine as long as it would be created inside.
+//
+// Errors: *EscapeError (errors.Is engine.ErrPermissionDenied) for paths that
+// leave the workspace; an error matching engine.ErrInvalidRequest for a
+// path containing a NUL byte; an error matching both fs.ErrNotExist and
+// syscall.ENOTDIR when a component in the middle of the path is a file; other os errors (a
+// permission problem, a symlink loop) wrapped.
 func (r *Root) Resolve(path string) (string, error) {
-	if path == "" {
-		path = "."
+	rel, _, err := r.resolve(path)
+	return rel, err
+}
+
+// Real is Resolve, but the returned path (relative, OS form) has every
+// symlink in the existing part of the path replaced by what it points to,
+// so operations through FS on it traverse no symlink (unless one is swapped
+// in meanwhile, which os.Root confines). Use it for the operation and
+// Resolve's path for what to show: an absolute symlink that points inside
+// the workspace works through Real, while os.Root refuses absolute
+// symlinks. Errors as Resolve.
+func (r *Root) Real(path string) (string, error) {
+	_, real, err := r.resolve(path)
+	return real, err
+}
+
+// resolve returns the lexical and the real relative path of path.
+func (r *Root) resolve(given string) (lexical, real string, err error) {
+	p := given
+	if p == "" {
+		p = "."
 	}
-	if strings.ContainsRune(path, 0) {
-		return "", &EscapeError{Path: path, Root: r.dir, Reason: "contains a NUL byte and cannot name a file in"}
+	if strings.ContainsRune(p, 0) {
+		return "", "", fmt.Errorf("%w: path %q contains a NUL byte, which no file name can contain", engine.ErrInvalidRequest, given)
 	}
-	var rel string
-	if filepath.IsAbs(path) {
-		clean := filepath.Clean(path)
+	if filepath.IsAbs(p) {
+		clean := filepath.Clean(p)
 		var ok bool
-		if rel, ok = within(r.dir, clean); !ok {
-			if rel, ok = within(r.orig, clean); !ok {
-				return "", &EscapeError{Path: path, Root: r.dir, Reason: "is outside"}
+		if lexical, ok = within(r.dir, clean); !ok {
+			if lexical, ok = within(r.orig, clean); !ok {
+				return "", "", &EscapeError{Path: given, Root: r.dir, Reason: "is outside"}
 			}
 		}
 	} else {
-		rel = filepath.Clean(path)
-		if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return "", &EscapeError{Path: path, Root: r.dir, Reason: "climbs out of"}
+		lexical = filepath.Clean(p)
+		if lexical == ".." || strings.HasPrefix(lexical, ".."+string(filepath.Separator)) {
+			return "", "", &EscapeError{Path: given, Root: r.dir, Reason: "climbs out of"}
 		}
 	}
-	if err := r.checkSymlinks(path, rel); err != nil {
-		return "", err
+	real, err = r.follow(given, lexical)
+	if err != nil {
+		return "", "", err
 	}
-	return rel, nil
+	return lexical, real, nil
 }
 
-// checkSymlinks resolves the longest existing prefix of rel and checks that
-// it stays inside the root.
-func (r *Root) checkSymlinks(given, rel string) error {
-	full := filepath.Join(r.dir, rel)
-	probe := full
-	for {
-		real, err := filepath.EvalSymlinks(probe)
-		if err == nil {
-			if _, ok := within(r.dir, real); !ok {
-				return &EscapeError{Path: given, Root: r.dir, Reason: fmt.Sprintf("leads (through a symlink, to %s) out of", real)}
+// follow resolves the symlinks along rel (clean, relative, inside) the way
+// the kernel does, one component at a time through the os.Root, and
+// returns the real relative path. The part of the path that does not
+// exist is appended as it is.
+func (r *Root) follow(given, rel string) (string, error) {
+	todo := splitPath(filepath.ToSlash(rel))
+	var done []string // real components so far; each an existing directory unless last
+	links := 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				// Only a symlink target can bring us here: rel itself is
+				// clean and inside.
+				return "", &EscapeError{Path: given, Root: r.dir, Reason: "leads (through a symlink, to a path above the root) out of"}
 			}
-			return nil
+			done = done[:len(done)-1]
+			continue
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("resolve %s: %w", given, err)
+		cur := path.Join(append(done, c)...)
+		fi, err := r.root.Lstat(filepath.FromSlash(cur))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// The rest does not exist (yet): apply it lexically.
+			done = append(done, c)
+			for _, c := range todo {
+				switch c {
+				case "", ".":
+				case "..":
+					if len(done) == 0 {
+						return "", &EscapeError{Path: given, Root: r.dir, Reason: "leads (through a symlink, to a path above the root) out of"}
+					}
+					done = done[:len(done)-1]
+				default:
+					done = append(done, c)
+				}
+			}
+			return filepath.FromSlash(joinOrDot(done)), nil
+		case errors.Is(err, syscall.ENOTDIR):
+			return "", &notDirError{path: given, file: path.Dir(cur)}
+		case err != nil:
+			if fe := r.FSError(given, err); fe != err {
+				return "", fe
+			}
+			return "", fmt.Errorf("resolve path %q: %w", given, err)
 		}
-		parent := filepath.Dir(probe)
-		if parent == probe || len(parent) < len(r.dir) {
-			return nil
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if len(todo) > 0 && !fi.IsDir() {
+				return "", &notDirError{path: given, file: cur}
+			}
+			done = append(done, c)
+			continue
 		}
-		probe = parent
+		links++
+		if links > maxSymlinks {
+			return "", fmt.Errorf("resolve path %q: more than %d symlinks: %w", given, maxSymlinks, syscall.ELOOP)
+		}
+		target, err := r.root.Readlink(filepath.FromSlash(cur))
+		if err != nil {
+			return "", fmt.Errorf("resolve path %q: %w", given, r.FSError(given, err))
+		}
+		if filepath.IsAbs(target) {
+			clean := filepath.Clean(target)
+			in, ok := within(r.dir, clean)
+			if !ok {
+				in, ok = within(r.orig, clean)
+			}
+			if !ok {
+				return "", &EscapeError{Path: given, Root: r.dir, Reason: fmt.Sprintf("leads (through the symlink %s, to %s) out of", cur, clean)}
+			}
+			done = nil
+			todo = append(splitPath(filepath.ToSlash(in)), todo...)
+			continue
+		}
+		// A relative target is relative to the link's directory, which is
+		// done. Check the escape here to name the link in the error.
+		if dest := path.Join(path.Join(done...), filepath.ToSlash(target)); dest == ".." || strings.HasPrefix(dest, "../") {
+			return "", &EscapeError{Path: given, Root: r.dir, Reason: fmt.Sprintf("leads (through the symlink %s, to %s) out of", cur, filepath.Join(r.dir, filepath.FromSlash(dest)))}
+		}
+		todo = append(splitPath(filepath.ToSlash(target)), todo...)
 	}
+	return filepath.FromSlash(joinOrDot(done)), nil
 }
+
+// notDirError reports a path that goes through a file as if it were a
+// directory. It matches fs.ErrNotExist and syscall.ENOTDIR.
+type notDirError struct {
+	path string // as given
+	file string // the component that is a file, relative to the root
+}
+
+func (e *notDirError) Error() string {
+	return fmt.Sprintf("path %q does not exist: %s is a file, not a directory", e.path, e.file)
+}
+
+// Is matches fs.ErrNotExist and syscall.ENOTDIR.
+func (e *notDirError) Is(target error) bool {
+	return target == fs.ErrNotExist || target == syscall.ENOTDIR
+}
+
+// FSError turns an error from an operation through FS on path (as the
+// caller named it) into an *EscapeError when os.Root refused it because it
+// leads out of the root (a symlink swapped in after Resolve, an absolute
+// symlink, `..` through a symlink). Any other error, and nil, is returned
+// unchanged.
+func (r *Root) FSError(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if sentinel := rootEscapeSentinel(); sentinel != nil && errors.Is(err, sentinel) {
+		return &EscapeError{Path: path, Root: r.dir, Reason: "leads (through a symlink) out of"}
+	}
+	return err
+}
+
+// rootEscapeSentinel is os.Root's unexported "path escapes from parent"
+// error, captured once by asking an os.Root for "..".
+var rootEscapeSentinel = sync.OnceValue(func() error {
+	root, err := os.OpenRoot(string(filepath.Separator))
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	_, err = root.Lstat("..")
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+})
 
 // within reports whether path is dir or below it, and returns the relative
 // path.
@@ -131,4 +285,21 @@ func within(dir, path string) (string, bool) {
 		return "", false
 	}
 	return rel, true
+}
+
+// splitPath splits a slash-separated relative path into its components;
+// "." gives none.
+func splitPath(p string) []string {
+	if p == "" || p == "." {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// joinOrDot joins components with slashes; none gives ".".
+func joinOrDot(parts []string) string {
+	if len(parts) == 0 {
+		return "."
+	}
+	return strings.Join(parts, "/")
 }

@@ -1,0 +1,147 @@
+package fs
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+// escapeFixture is a workspace whose symlinks point outside it, beside an
+// outside directory holding a secret.
+type escapeFixture struct {
+	base, ws, outside string
+}
+
+func newEscapeFixture(t *testing.T) escapeFixture {
+	base := t.TempDir()
+	f := escapeFixture{base: base, ws: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside")}
+	writeTree(t, f.ws, map[string]string{"inside.txt": "inside\n", "sub/f.txt": "sub\n"})
+	writeTree(t, f.outside, map[string]string{"secret.txt": "secret\n", "f.txt": "outside f\n"})
+	symlink(t, filepath.Join(f.outside, "secret.txt"), filepath.Join(f.ws, "out_file"))
+	symlink(t, f.outside, filepath.Join(f.ws, "out_dir"))
+	symlink(t, "../outside", filepath.Join(f.ws, "out_rel"))
+	symlink(t, filepath.Join(f.outside, "new.txt"), filepath.Join(f.ws, "dangling_out"))
+	return f
+}
+
+// snapshot records every path under dir with its mode and content.
+func snapshot(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(b)
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPathEscapesRefused tries to leave the workspace through every tool
+// and checks each attempt is refused as permission_denied, naming the path
+// and the workspace, with nothing outside read into a result or written.
+func TestPathEscapesRefused(t *testing.T) {
+	f := newEscapeFixture(t)
+	tl := newTools(t, Options{})
+	before := snapshot(t, f.base)
+
+	paths := []string{
+		"../outside/secret.txt",
+		"sub/../../outside/secret.txt",
+		"/etc/passwd",
+		filepath.Join(f.outside, "secret.txt"),
+		"out_file",
+		"out_dir/secret.txt",
+		"out_rel/secret.txt",
+		"dangling_out",
+	}
+	writeOnly := []string{"out_dir/new.txt", "out_rel/deep/new.txt", "../outside/new.txt", filepath.Join(f.outside, "new.txt")}
+	type attempt struct{ tool, path, args string }
+	var attempts []attempt
+	q := strconv.Quote
+	for _, p := range paths {
+		attempts = append(attempts,
+			attempt{ReadFileTool, p, `{"path":` + q(p) + `}`},
+			attempt{WriteFileTool, p, `{"path":` + q(p) + `,"content":"pwned\n","create_dirs":true}`},
+			attempt{SearchTextTool, p, `{"pattern":"secret","path":` + q(p) + `}`},
+		)
+	}
+	for _, p := range append(writeOnly, "out_dir", "out_rel", "..", "/") {
+		attempts = append(attempts,
+			attempt{WriteFileTool, p, `{"path":` + q(p) + `,"content":"pwned\n","create_dirs":true}`},
+			attempt{ListFilesTool, p, `{"path":` + q(p) + `}`},
+		)
+	}
+	for _, a := range attempts {
+		t.Run(a.tool+" "+a.path, func(t *testing.T) {
+			c := invoke(context.Background(), tl, f.ws, a.tool, a.args)
+			wantToolError(t, c.err, engine.ToolCodePermissionDenied, a.tool+":", strconv.Quote(a.path), "the workspace "+f.ws)
+			if c.res.Content != nil {
+				t.Errorf("refused call returned content %s", c.res.Content)
+			}
+		})
+	}
+	if after := snapshot(t, f.base); !maps.Equal(before, after) {
+		t.Errorf("the file tree changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// TestSwappedSymlinkRefused swaps a directory for a symlink to outside
+// after the path was resolved; the os.Root refuses, and the tools report
+// it as permission_denied.
+func TestSwappedSymlinkRefused(t *testing.T) {
+	tests := []struct{ tool, args string }{
+		{ReadFileTool, `{"path":"sub/f.txt"}`},
+		{WriteFileTool, `{"path":"sub/f.txt","content":"pwned\n"}`},
+		{WriteFileTool, `{"path":"sub/new.txt","content":"pwned\n"}`},
+		{WriteFileTool, `{"path":"sub/deeper/new.txt","content":"pwned\n","create_dirs":true}`},
+		{ListFilesTool, `{"path":"sub"}`},
+		{SearchTextTool, `{"pattern":"outside","path":"sub"}`},
+		{SearchTextTool, `{"pattern":"outside","path":"sub/f.txt"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool+" "+tt.args, func(t *testing.T) {
+			f := newEscapeFixture(t)
+			tl := newTools(t, Options{})
+			tl.afterResolve = func(string) {
+				if err := os.RemoveAll(filepath.Join(f.ws, "sub")); err != nil {
+					t.Fatal(err)
+				}
+				symlink(t, f.outside, filepath.Join(f.ws, "sub"))
+			}
+			before := snapshot(t, f.outside)
+			c := invoke(context.Background(), tl, f.ws, tt.tool, tt.args)
+			wantToolError(t, c.err, engine.ToolCodePermissionDenied, "sub", f.ws)
+			if after := snapshot(t, f.outside); !maps.Equal(before, after) {
+				t.Errorf("outside changed:\nbefore %v\nafter  %v", before, after)
+			}
+			var content map[string]any
+			if c.res.Content != nil && json.Unmarshal(c.res.Content, &content) == nil {
+				t.Errorf("refused call returned %v", content)
+			}
+		})
+	}
+}

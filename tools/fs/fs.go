@@ -1,0 +1,359 @@
+// Package fs is the built-in file tool plugin (package name fs, like its
+// directory; import io/fs under another name beside it). It provides four
+// tools over the workspace of each call:
+//
+//   - read_file {path, start_line?, end_line?}: a range of lines of a text
+//     file (ReadResult). Read-only, risk low.
+//   - list_files {path?, recursive?, pattern?, max_results?,
+//     include_ignored?}: the files under a directory, gitignore-aware
+//     (ListResult, whose key "files" the front-ends rely on). Read-only,
+//     risk low.
+//   - search_text {pattern, literal?, path?, include?, case_insensitive?,
+//     max_results?, include_ignored?}: lines matching an RE2 regular
+//     expression, streamed as they are found (SearchResult). Read-only,
+//     risk low.
+//   - write_file {path, content, create_dirs?}: create or replace a whole
+//     file atomically (WriteResult). Risk medium, needs approval.
+//
+// Every path is confined to InvokeRequest.WorkspaceRoot: it goes through
+// workspace.Root.Resolve and Real (`..` that climbs out, absolute paths
+// outside, symlinks that lead out are refused) and every file operation
+// through the workspace's os.Root, so a symlink swapped in after the check
+// is refused too. Refusals are *engine.ToolError with code
+// permission_denied naming the path and the workspace. Paths in results
+// are workspace-relative with forward slashes.
+//
+// Arguments are decoded strictly: an unknown field, a wrong type or a
+// missing required field is an *engine.ToolError with code invalid_input
+// whose message names the field. A missing file or directory is code
+// not_found; a call whose context ends is code cancelled (or timeout, when
+// its deadline passed).
+package fs
+
+import (
+	"context"
+	"errors"
+	iofs "io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/engine/workspace"
+	"github.com/plexus-agent/plexus/plugins"
+)
+
+// Tool names.
+const (
+	ReadFileTool   = "read_file"
+	ListFilesTool  = "list_files"
+	SearchTextTool = "search_text"
+	WriteFileTool  = "write_file"
+)
+
+// Defaults for Options fields left zero.
+const (
+	// DefaultMaxReadLines is how many lines one read_file call returns at
+	// most.
+	DefaultMaxReadLines = 2000
+	// DefaultMaxReadBytes is how many bytes of file content one read_file
+	// call returns at most. It leaves room for JSON escaping under the
+	// engine's default cap on a tool result (engine.DefaultMaxToolResultBytes),
+	// so that typical source text reaches the model uncut.
+	DefaultMaxReadBytes = 40 << 10
+	// DefaultListResults is how many paths list_files returns when the call
+	// gives no max_results.
+	DefaultListResults = 1000
+	// DefaultMaxListResults is the largest max_results list_files accepts.
+	DefaultMaxListResults = 10000
+	// DefaultSearchResults is how many matches search_text returns when the
+	// call gives no max_results.
+	DefaultSearchResults = 100
+	// DefaultMaxSearchResults is the largest max_results search_text
+	// accepts.
+	DefaultMaxSearchResults = 1000
+	// DefaultMaxSearchFileBytes is the size, in bytes, above which
+	// search_text skips a file.
+	DefaultMaxSearchFileBytes = 1 << 20
+	// DefaultMaxWriteBytes is the largest content, in bytes, write_file
+	// accepts.
+	DefaultMaxWriteBytes = 10 << 20
+)
+
+// binarySniffBytes is how much of a file is checked for a NUL byte to
+// tell binary from text, as git does.
+const binarySniffBytes = 8000
+
+// Options configure Tools. The zero value of every field means its default.
+type Options struct {
+	// MaxReadLines caps the lines of one read_file result. Default
+	// DefaultMaxReadLines.
+	MaxReadLines int
+	// MaxReadBytes caps the content bytes of one read_file result; whole
+	// lines are returned, except a first line longer than the cap, which
+	// is cut. Default DefaultMaxReadBytes.
+	MaxReadBytes int
+	// ListResults is list_files' max_results when a call gives none.
+	// Default DefaultListResults; capped at MaxListResults.
+	ListResults int
+	// MaxListResults is the largest max_results list_files accepts.
+	// Default DefaultMaxListResults.
+	MaxListResults int
+	// SearchResults is search_text's max_results when a call gives none.
+	// Default DefaultSearchResults; capped at MaxSearchResults.
+	SearchResults int
+	// MaxSearchResults is the largest max_results search_text accepts.
+	// Default DefaultMaxSearchResults.
+	MaxSearchResults int
+	// MaxSearchFileBytes: search_text skips larger files, in bytes.
+	// Default DefaultMaxSearchFileBytes.
+	MaxSearchFileBytes int64
+	// MaxWriteBytes is the largest content write_file accepts, in bytes.
+	// Default DefaultMaxWriteBytes.
+	MaxWriteBytes int
+	// SearchWorkers is how many files search_text reads and matches at
+	// once. Default runtime.GOMAXPROCS(0).
+	SearchWorkers int
+	// Logger receives debug lines (directories a walk could not read,
+	// files search_text skipped); nil discards.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxReadLines, DefaultMaxReadLines)
+	def(&o.MaxReadBytes, DefaultMaxReadBytes)
+	def(&o.MaxListResults, DefaultMaxListResults)
+	def(&o.ListResults, DefaultListResults)
+	o.ListResults = min(o.ListResults, o.MaxListResults)
+	def(&o.MaxSearchResults, DefaultMaxSearchResults)
+	def(&o.SearchResults, DefaultSearchResults)
+	o.SearchResults = min(o.SearchResults, o.MaxSearchResults)
+	if o.MaxSearchFileBytes <= 0 {
+		o.MaxSearchFileBytes = DefaultMaxSearchFileBytes
+	}
+	def(&o.MaxWriteBytes, DefaultMaxWriteBytes)
+	def(&o.SearchWorkers, defaultWorkers())
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Tools is the file toolset. It caches one open workspace.Root per
+// workspace directory and is safe for concurrent use.
+type Tools struct {
+	opts   Options
+	specs  []engine.ToolSpec
+	fields map[string][]string // accepted argument names, by tool
+	tools  map[string]toolFunc
+
+	mu    sync.Mutex
+	roots map[string]*workspace.Root // by cleaned WorkspaceRoot
+
+	// afterResolve, when set (by tests), runs between resolving a path and
+	// operating on it, to swap a symlink in.
+	afterResolve func(real string)
+}
+
+// toolFunc runs one call of a tool on an open workspace.
+type toolFunc func(ctx context.Context, root *workspace.Root, args []byte, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error)
+
+var _ engine.Toolset = (*Tools)(nil)
+
+// New returns the file toolset configured by opts.
+func New(opts Options) *Tools {
+	t := &Tools{opts: opts.withDefaults(), roots: map[string]*workspace.Root{}, fields: map[string][]string{}}
+	for _, d := range toolDefs(t.opts) {
+		t.specs = append(t.specs, d.spec)
+		t.fields[d.spec.Name] = d.fields
+	}
+	t.tools = map[string]toolFunc{
+		ReadFileTool:   t.readFile,
+		ListFilesTool:  t.listFiles,
+		SearchTextTool: t.searchText,
+		WriteFileTool:  t.writeFile,
+	}
+	return t
+}
+
+// Serve serves the file toolset as a tool plugin over go-plugin's gRPC
+// transport and returns when the host closes the connection. It logs to
+// stderr as plugins.Logger does.
+func Serve() {
+	t := New(Options{Logger: plugins.Logger()})
+	defer t.Close()
+	plugins.ServeTool(t)
+}
+
+// Tools returns the specs of read_file, list_files, search_text and
+// write_file, in that order, with JSON Schema (draft 2020-12) input
+// schemas whose limits are those of the Options.
+func (t *Tools) Tools(context.Context) ([]engine.ToolSpec, error) {
+	return append([]engine.ToolSpec(nil), t.specs...), nil
+}
+
+// Invoke runs one call (see the package doc). On success the content is a
+// ReadResult, ListResult, SearchResult or WriteResult. Errors are
+// *engine.ToolError: invalid_input (the message names the field),
+// not_found, permission_denied (a path outside the workspace, or the
+// operating system refused), unknown_tool, cancelled, timeout, failed.
+// search_text streams each match through onUpdate as it is found (stream
+// MatchStream) and sends a progress message every 100 files or half
+// second; the other tools send no updates. onUpdate is only ever called
+// from the calling goroutine.
+func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
+	run, ok := t.tools[req.Tool]
+	if !ok {
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "the fs plugin has no tool %q; it provides %s, %s, %s and %s", req.Tool, ReadFileTool, ListFilesTool, SearchTextTool, WriteFileTool)
+	}
+	if onUpdate == nil {
+		onUpdate = func(engine.ToolUpdate) {}
+	}
+	root, terr := t.root(req.Tool, req.WorkspaceRoot)
+	if terr != nil {
+		return engine.ToolResult{}, terr
+	}
+	if err := ctx.Err(); err != nil {
+		return engine.ToolResult{}, ctxError(req.Tool, err)
+	}
+	res, err := run(ctx, root, req.Args, onUpdate)
+	if err != nil {
+		var te *engine.ToolError
+		if errors.As(err, &te) {
+			return engine.ToolResult{}, te
+		}
+		if ctx.Err() != nil {
+			return engine.ToolResult{}, ctxError(req.Tool, ctx.Err())
+		}
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "%s: %v", req.Tool, err)
+	}
+	return res, nil
+}
+
+// Close closes the cached workspace handles. The Tools stays usable: a
+// later call opens its workspace again.
+func (t *Tools) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for dir, r := range t.roots {
+		errs = append(errs, r.Close())
+		delete(t.roots, dir)
+	}
+	return errors.Join(errs...)
+}
+
+// root returns the open workspace for dir, opening it on first use and
+// again when the directory at that path is no longer the one open (it
+// was deleted or replaced).
+func (t *Tools) root(tool, dir string) (*workspace.Root, *engine.ToolError) {
+	if dir == "" {
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "%s was called without a workspace root; open a workspace first", tool)
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "%s was called with the relative workspace root %q; the host must send an absolute path", tool, dir)
+	}
+	key := filepath.Clean(dir)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.roots[key]; ok {
+		if sameDir(r, key) {
+			return r, nil
+		}
+		r.Close()
+		delete(t.roots, key)
+	}
+	r, err := workspace.Open(key)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		return nil, engine.ToolErrorf(engine.ToolCodeNotFound, "the workspace root %s does not exist", key)
+	case errors.Is(err, syscall.ENOTDIR):
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "the workspace root %s is not a directory", key)
+	case err != nil:
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "cannot open the workspace root: %v", err)
+	}
+	t.roots[key] = r
+	return r, nil
+}
+
+// sameDir reports whether the directory at path is still the one r has
+// open.
+func sameDir(r *workspace.Root, path string) bool {
+	open, err := r.FS().Stat(".")
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(open, now)
+}
+
+// resolved is a path a call named, confined to the workspace.
+type resolved struct {
+	given string // as the call gave it
+	show  string // workspace-relative, slash-separated; "." for the root
+	real  string // what to pass to the os.Root: symlinks resolved, OS form
+}
+
+// resolve confines a path a call named. Errors are *engine.ToolError.
+func (t *Tools) resolve(tool string, root *workspace.Root, given string) (resolved, error) {
+	lexical, err := root.Resolve(given)
+	if err != nil {
+		return resolved{}, pathError(tool, root, given, err)
+	}
+	real, err := root.Real(given)
+	if err != nil {
+		return resolved{}, pathError(tool, root, given, err)
+	}
+	if t.afterResolve != nil {
+		t.afterResolve(real)
+	}
+	return resolved{given: given, show: filepath.ToSlash(lexical), real: real}, nil
+}
+
+// pathError turns an error about the path given (from workspace.Root or
+// an operation through its os.Root) into a *engine.ToolError.
+func pathError(tool string, root *workspace.Root, given string, err error) *engine.ToolError {
+	err = root.FSError(given, err)
+	var esc *workspace.EscapeError
+	switch {
+	case errors.As(err, &esc):
+		return engine.ToolErrorf(engine.ToolCodePermissionDenied, "%s: %v", tool, esc)
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %v", tool, err)
+	case errors.Is(err, iofs.ErrNotExist) && errors.Is(err, syscall.ENOTDIR):
+		return engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %v", tool, err)
+	case errors.Is(err, iofs.ErrNotExist):
+		return engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %q does not exist in the workspace %s; use list_files to see what is there", tool, given, root.Dir())
+	case errors.Is(err, iofs.ErrPermission):
+		return engine.ToolErrorf(engine.ToolCodePermissionDenied, "%s: the operating system refused access to %q: %v", tool, given, err)
+	case errors.Is(err, syscall.ELOOP):
+		return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q goes through a loop of symlinks: %v", tool, given, err)
+	}
+	return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q: %v", tool, given, err)
+}
+
+// ctxError is the error of a call whose context ended with err.
+func ctxError(tool string, err error) *engine.ToolError {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return engine.ToolErrorf(engine.ToolCodeTimeout, "%s did not finish before its deadline", tool)
+	}
+	return engine.ToolErrorf(engine.ToolCodeCancelled, "%s was cancelled", tool)
+}
+
+// inGitDir reports whether a slash path has a .git component.
+func inGitDir(p string) bool {
+	for part := range strings.SplitSeq(p, "/") {
+		if part == ".git" {
+			return true
+		}
+	}
+	return false
+}
