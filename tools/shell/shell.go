@@ -212,14 +212,25 @@ func resolveCwd(root, cwd string) (dir, rel string, err error) {
 		return "", "", engine.ToolErrorf(engine.ToolCodeFailed, "cannot open the workspace root: %v", err)
 	}
 	defer ws.Close()
-	rel, err = ws.Resolve(cwd)
+	// Real resolves symlinks inside the workspace (os.Root refuses
+	// absolute ones even when they point inside), so a cwd reached through
+	// such a link works; rel stays as the model named it.
+	real, err := ws.Real(cwd)
+	if err == nil {
+		rel, err = ws.Resolve(cwd)
+	}
 	if err != nil {
-		if errors.Is(err, engine.ErrPermissionDenied) {
+		switch {
+		case errors.Is(err, engine.ErrPermissionDenied):
 			return "", "", engine.ToolErrorf(engine.ToolCodePermissionDenied, "cwd: %v; give a directory relative to the workspace root, or omit cwd to run in the root", err)
+		case errors.Is(err, engine.ErrInvalidRequest):
+			return "", "", engine.ToolErrorf(engine.ToolCodeInvalidInput, "cwd: %v", err)
+		case errors.Is(err, fs.ErrNotExist):
+			return "", "", engine.ToolErrorf(engine.ToolCodeNotFound, "cwd: %v; create it first or omit cwd to run in the workspace root", err)
 		}
 		return "", "", engine.ToolErrorf(engine.ToolCodeFailed, "cwd: %v", err)
 	}
-	fi, err := ws.FS().Stat(rel)
+	fi, err := ws.FS().Stat(real)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", "", engine.ToolErrorf(engine.ToolCodeNotFound, "cwd %q does not exist in the workspace; create it first or omit cwd to run in the workspace root", cwd)
@@ -228,7 +239,7 @@ func resolveCwd(root, cwd string) (dir, rel string, err error) {
 	case !fi.IsDir():
 		return "", "", engine.ToolErrorf(engine.ToolCodeInvalidInput, "cwd %q is a file, not a directory; give the directory to run in", cwd)
 	}
-	return filepath.Join(ws.Dir(), rel), filepath.ToSlash(rel), nil
+	return filepath.Join(ws.Dir(), real), filepath.ToSlash(rel), nil
 }
 
 // ctxError is the error of a call whose ctx ended (with err) elapsed after

@@ -283,6 +283,10 @@ func TestCwd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// os.Root refuses absolute symlinks even when they point inside.
+	if err := os.Symlink(filepath.Join(realWS, "sub", "deeper"), filepath.Join(ws, "abslink")); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name     string
@@ -298,6 +302,7 @@ func TestCwd(t *testing.T) {
 		{"dot-dot inside", "sub/deeper/..", "sub", filepath.Join(realWS, "sub"), ""},
 		{"absolute inside", filepath.Join(ws, "sub"), "sub", filepath.Join(realWS, "sub"), ""},
 		{"symlink inside", "inside", "inside", filepath.Join(realWS, "sub"), ""},
+		{"absolute symlink inside", "abslink", "abslink", filepath.Join(realWS, "sub", "deeper"), ""},
 		{"climbs out", "..", "", "", engine.ToolCodePermissionDenied},
 		{"climbs out through sub", "sub/../../x", "", "", engine.ToolCodePermissionDenied},
 		{"absolute outside", outside, "", "", engine.ToolCodePermissionDenied},
