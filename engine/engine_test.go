@@ -584,3 +584,25 @@ func TestPlanValidation(t *testing.T) {
 		t.Errorf("errors = %v", errs)
 	}
 }
+
+func TestApprovalPreview(t *testing.T) {
+	content := strings.Repeat("line\n", 25)
+	args, _ := json.Marshal(map[string]string{"path": "a.go", "content": content})
+	f := newFixture(t, engine.Options{}, step{calls: []engine.ToolCall{call("c1", "write", string(args)),
+		call("c2", "write", `{"command":"go test ./..."}`), call("c3", "write", `{"x":1}`)}}, step{text: "ok"})
+	host := &fakeHost{approve: true}
+	f.run(t, context.Background(), "write", engine.TurnOptions{Host: host})
+	if len(host.asked) != 3 {
+		t.Fatalf("asked %d times", len(host.asked))
+	}
+	p := host.asked[0].Preview
+	if p == nil || p.Type != "text" || !strings.HasPrefix(p.Content, "a.go (125 bytes):\nline\n") || !strings.HasSuffix(p.Content, "… 5 more lines") {
+		t.Errorf("write preview = %+v", p)
+	}
+	if p := host.asked[1].Preview; p == nil || p.Type != "command" || p.Content != "go test ./..." {
+		t.Errorf("command preview = %+v", p)
+	}
+	if host.asked[2].Preview != nil {
+		t.Errorf("preview for opaque args = %+v", host.asked[2].Preview)
+	}
+}

@@ -352,17 +352,38 @@ func specRisk(s ToolSpec) Risk {
 	return Risk{Level: level, Reasons: reasons, Reversible: s.ReadOnly}
 }
 
-// previewFor shows a command call's command line, when its arguments have
-// one.
+// previewFor shows what a call will do when its arguments say it plainly:
+// the command line of a command, the path and opening lines of a file
+// write. Nil otherwise. (Diff previews of edits come with patch proposal.)
 func previewFor(call ToolCall) *Preview {
 	var a struct {
-		Command string `json:"command"`
+		Command string  `json:"command"`
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
 	}
-	if json.Unmarshal(call.Args, &a) == nil && a.Command != "" {
+	if json.Unmarshal(call.Args, &a) != nil {
+		return nil
+	}
+	switch {
+	case a.Command != "":
 		return &Preview{Type: "command", Content: a.Command}
+	case a.Path != "" && a.Content != nil:
+		lines := strings.SplitAfter(*a.Content, "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		head := strings.Join(lines[:min(len(lines), previewLines)], "")
+		more := ""
+		if len(lines) > previewLines {
+			more = fmt.Sprintf("\n… %d more lines", len(lines)-previewLines)
+		}
+		return &Preview{Type: "text", Content: fmt.Sprintf("%s (%d bytes):\n%s%s", a.Path, len(*a.Content), truncate(head, 4096), more)}
 	}
 	return nil
 }
+
+// previewLines is how many lines of a file write a preview shows.
+const previewLines = 20
 
 func describeCalls(calls []ToolCall) string {
 	names := make([]string, len(calls))
