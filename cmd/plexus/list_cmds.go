@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
 )
 
@@ -79,6 +81,25 @@ func offers(s plugins.PluginStatus) string {
 	return strings.Join(names, ", ")
 }
 
+// formatSize prints a byte count in decimal units (as Ollama does).
+func formatSize(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// emptyHint explains an empty model list, by provider.
+var emptyHint = map[string]string{
+	"replay": " (set PLEXUS_REPLAY_DIR to a directory of *.jsonl scripts to list them; any script can be named directly as replay:PATH)",
+	"ollama": ` (pull one with "ollama pull qwen2.5-coder:7b")`,
+}
+
 func newModelsCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "models [PROVIDER...]",
@@ -101,24 +122,31 @@ reason and how to fix it.`,
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODEL\tCAPABILITIES\tCONTEXT\tSIZE\tLOADED")
 			var problems []string
+			listed := 0
 			for _, p := range providers {
 				ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
 				infos, err := rt.engine.ListModels(ctx, p)
 				cancel()
 				if err != nil {
-					problems = append(problems, fmt.Sprintf("%s: %v", p, err))
+					var me *engine.ModelError
+					if errors.As(err, &me) && me.Provider == p {
+						problems = append(problems, err.Error()) // already names the provider
+					} else {
+						problems = append(problems, fmt.Sprintf("%s: %v", p, err))
+					}
 					continue
 				}
+				if len(infos) == 0 {
+					problems = append(problems, fmt.Sprintf("%s: no models listed%s", p, emptyHint[p]))
+				}
+				listed += len(infos)
 				for _, m := range infos {
 					ctxLen, size, loaded := "-", "-", ""
 					if m.ContextLength > 0 {
 						ctxLen = fmt.Sprint(m.ContextLength)
 					}
 					if m.SizeBytes > 0 {
-						size = fmt.Sprintf("%.1f GB", float64(m.SizeBytes)/1e9)
-						if m.SizeBytes < 1e8 {
-							size = fmt.Sprintf("%.1f MB", float64(m.SizeBytes)/1e6)
-						}
+						size = formatSize(m.SizeBytes)
 					}
 					if m.Loaded {
 						loaded = "yes"
@@ -130,11 +158,16 @@ reason and how to fix it.`,
 					fmt.Fprintf(tw, "%s:%s\t%s\t%s\t%s\t%s\n", p, m.Name, caps, ctxLen, size, loaded)
 				}
 			}
-			tw.Flush()
-			for _, p := range problems {
-				fmt.Fprintf(cmd.ErrOrStderr(), "\n%s\n", p)
+			if listed > 0 {
+				tw.Flush()
 			}
-			if len(problems) == len(providers) {
+			for i, p := range problems {
+				if i > 0 || listed > 0 {
+					fmt.Fprintln(cmd.ErrOrStderr())
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), p)
+			}
+			if listed == 0 {
 				return &exitError{code: 1}
 			}
 			return nil

@@ -43,12 +43,13 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.workspace, "workspace", "w", ".", "workspace directory the agent works in")
-	pf.StringVarP(&g.model, "model", "m", os.Getenv("PLEXUS_MODEL"), "model as PROVIDER:MODEL (default $PLEXUS_MODEL)")
-	pf.StringSliceVar(&g.pluginDirs, "plugin-dir", defaultPluginDirs(), "directories searched for plexus-tool-NAME and plexus-model-NAME plugins (default $PLEXUS_PLUGIN_PATH, else $XDG_DATA_HOME/plexus/plugins)")
+	pf.StringVarP(&g.model, "model", "m", "", "model as PROVIDER:MODEL (default $PLEXUS_MODEL)")
+	pf.StringSliceVar(&g.pluginDirs, "plugin-dir", nil, "directories searched for plexus-tool-NAME and plexus-model-NAME plugins, repeatable (default $PLEXUS_PLUGIN_PATH, else $XDG_DATA_HOME/plexus/plugins)")
 	pf.StringVar(&g.ollamaHost, "ollama-host", "", "Ollama server URL (default $OLLAMA_HOST, else http://127.0.0.1:11434)")
 	pf.StringVar(&g.openaiBaseURL, "openai-base-url", "", "OpenAI-compatible API base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
 	pf.StringVar(&g.openaiAPIKey, "openai-api-key", "", "API key for the OpenAI-compatible server (default $OPENAI_API_KEY)")
-	pf.StringVar(&g.logLevel, "log-level", envOr("PLEXUS_LOG_LEVEL", "warn"), "log level on stderr: debug, info, warn or error (default $PLEXUS_LOG_LEVEL, else warn)")
+	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default $PLEXUS_LOG_LEVEL, else warn)")
+	root.PersistentPreRun = func(*cobra.Command, []string) { g.applyEnvDefaults() }
 
 	root.AddCommand(
 		newRunCmd(g),
@@ -59,6 +60,20 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 		newVersionCmd(),
 	)
 	return root
+}
+
+// applyEnvDefaults fills flags left unset from the environment (kept out
+// of the flag defaults so --help shows the rule, not this machine's value).
+func (g *globalFlags) applyEnvDefaults() {
+	if g.model == "" {
+		g.model = os.Getenv("PLEXUS_MODEL")
+	}
+	if g.logLevel == "" {
+		g.logLevel = envOr("PLEXUS_LOG_LEVEL", "warn")
+	}
+	if g.pluginDirs == nil {
+		g.pluginDirs = defaultPluginDirs()
+	}
 }
 
 func envOr(key, def string) string {

@@ -164,7 +164,7 @@ func (r *renderer) toolCall(d *engine.ToolCallEvent) {
 			r.status("  %s", strings.TrimRight(o.Text, "\n"))
 		}
 	case engine.ToolCompleted:
-		r.status("✓ %s — %s (%s)", call, d.Summary, d.Duration.Round(time.Millisecond))
+		r.status("✓ %s — %s (%s)", call, d.Summary, shortDuration(d.Duration))
 	case engine.ToolFailed:
 		r.status("✗ %s — %s", call, d.Error)
 	case engine.ToolDenied:
@@ -194,6 +194,14 @@ func (r *renderer) final(d *engine.FinalEvent) {
 		}
 		fmt.Fprintf(r.errw, "plexus: %s\n", msg)
 	}
+}
+
+// shortDuration rounds to milliseconds, showing "<1ms" rather than "0s".
+func shortDuration(d time.Duration) string {
+	if d < time.Millisecond {
+		return "<1ms"
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 func plural(n int, what string) string {
