@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +23,9 @@ type globalFlags struct {
 	openaiAPIKey  string
 	logLevel      string
 	approveAll    bool
+	numCtx        int
+	keepAlive     time.Duration
+	maxSteps      int
 }
 
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -48,6 +52,9 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	pf.StringVar(&g.ollamaHost, "ollama-host", "", "Ollama server URL (default $OLLAMA_HOST, else http://127.0.0.1:11434)")
 	pf.StringVar(&g.openaiBaseURL, "openai-base-url", "", "OpenAI-compatible API base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
 	pf.StringVar(&g.openaiAPIKey, "openai-api-key", "", "API key for the OpenAI-compatible server (default $OPENAI_API_KEY)")
+	pf.IntVar(&g.numCtx, "num-ctx", 8192, "context window in tokens asked of the model (Ollama's num_ctx; its own default is too small for tool schemas); 0 leaves the provider's default")
+	pf.DurationVar(&g.keepAlive, "keep-alive", 0, "how long Ollama keeps the model loaded after a call, e.g. 30m (0: Ollama's default)")
+	pf.IntVar(&g.maxSteps, "max-steps", engine.DefaultMaxSteps, "most model calls in one turn")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default $PLEXUS_LOG_LEVEL, else warn)")
 	root.PersistentPreRun = func(*cobra.Command, []string) { g.applyEnvDefaults() }
 

@@ -76,11 +76,17 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool) (*runtime, err
 	if err != nil {
 		return nil, err
 	}
+	if g.numCtx < 0 || g.maxSteps < 1 || g.keepAlive < 0 {
+		mgr.Close()
+		return nil, usageErr("--num-ctx and --keep-alive must not be negative, --max-steps must be at least 1")
+	}
 	eng, err := engine.New(engine.Options{
-		Models: mgr.Models(),
-		Tools:  mgr.Toolset(),
-		Model:  ref,
-		Logger: log,
+		Models:   mgr.Models(),
+		Tools:    mgr.Toolset(),
+		Model:    ref,
+		Logger:   log,
+		MaxSteps: g.maxSteps,
+		Chat:     engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
 	})
 	if err != nil {
 		mgr.Close()
