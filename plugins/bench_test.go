@@ -6,6 +6,9 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
 	"github.com/plexus-agent/plexus/plugins/internal/testtools"
@@ -36,6 +39,29 @@ func BenchmarkToolCall(b *testing.B) {
 		run(b, ts)
 	})
 	b.Run("in-process", func(b *testing.B) { run(b, &testtools.Tools{}) })
+	// The floor: go-plugin's health check, a unary gRPC call on the same
+	// kind of connection to the same plugin binary.
+	b.Run("grpc-ping", func(b *testing.B) {
+		client := plugin.NewClient(&plugin.ClientConfig{
+			HandshakeConfig:  plugins.Handshake,
+			VersionedPlugins: map[int]plugin.PluginSet{plugins.ProtocolVersion: {plugins.KindTool: &plugins.ToolPlugin{}}},
+			Cmd:              exec.Command(pluginBin),
+			AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+			Logger:           hclog.NewNullLogger(),
+		})
+		defer client.Kill()
+		rpc, err := client.Client()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if err := rpc.Ping(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkColdStart measures starting a tool plugin until it can take
