@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -468,6 +466,4 @@ func TestRunByHand(t *testing.T) {
 	if !errors.As(err, &ee) || !bytes.Contains(out, []byte("plugin")) {
 		t.Errorf("running the plugin by hand: %v\n%s", err, out)
 	}
-	_ = io.Discard
-	_ = syscall.SIGTERM
 }

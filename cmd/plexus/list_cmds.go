@@ -24,7 +24,7 @@ func newPluginsCmd(g *globalFlags) *cobra.Command {
 to start is listed with the reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := newRuntime(g, cmd.ErrOrStderr(), false)
+			rt, err := newRuntime(g, cmd.ErrOrStderr(), false, nil)
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ models, the OpenAI-compatible server's models, the replay scripts in
 $PLEXUS_REPLAY_DIR. A provider that cannot be reached is listed with the
 reason and how to fix it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := newRuntime(g, cmd.ErrOrStderr(), false)
+			rt, err := newRuntime(g, cmd.ErrOrStderr(), false, nil)
 			if err != nil {
 				return err
 			}

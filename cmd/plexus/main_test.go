@@ -566,6 +566,13 @@ func TestLiveOllama(t *testing.T) {
 	if strings.TrimSpace(r.stdout) == "" {
 		t.Error("no answer streamed")
 	}
+	// Record the live turn, then replay it offline: the same answer.
+	rec := filepath.Join(t.TempDir(), "live.jsonl")
+	live := plexus(t, repoRoot, "", nil, "run", "--ollama-host", srv.URL, "--model", "ollama:"+srv.ToolsModel, "--record", rec, "Say hello")
+	replayed := plexus(t, repoRoot, "", nil, "run", "--model", "replay:"+rec, "Say hello")
+	if live.code != 0 || replayed.code != 0 || live.stdout != replayed.stdout || strings.TrimSpace(live.stdout) == "" {
+		t.Errorf("recorded %q (exit %d), replayed %q (exit %d)\n%s", live.stdout, live.code, replayed.stdout, replayed.code, replayed.stderr)
+	}
 	r = plexus(t, repoRoot, "", nil, "run", "--ollama-host", srv.URL, "--model", "ollama:no-such-model", "hi")
 	if r.code != 1 || !strings.Contains(r.stderr, `model "no-such-model" not found`) {
 		t.Errorf("unknown model: exit %d\n%s", r.code, r.stderr)

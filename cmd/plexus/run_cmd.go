@@ -18,6 +18,7 @@ import (
 
 func newRunCmd(g *globalFlags) *cobra.Command {
 	var verbose bool
+	var record string
 	cmd := &cobra.Command{
 		Use:   "run [flags] MESSAGE...",
 		Short: "Run one agent turn on the workspace and stream it to the terminal",
@@ -29,7 +30,11 @@ so 'plexus run ... > answer.md' keeps only the answer. With no MESSAGE
 arguments the message is read from stdin.
 
 Tools that change files or run commands need approval: on a terminal you are
-asked for each call; otherwise they are denied unless --approve-all is given.`,
+asked for each call; otherwise they are denied unless --approve-all is given.
+
+--record FILE appends the model's responses to FILE as a replay script, so
+the turn can be played again offline with --model replay:FILE (the tools
+run again for real).`,
 		Example: `  plexus run --model replay:examples/replay/tour.jsonl "Give me a tour of this repository"
   plexus run -w ~/src/app --model ollama:qwen2.5-coder:7b "Where is the HTTP router set up?"
   plexus run --model openai:gpt-4o-mini --approve-all "Run the tests and summarise failures"`,
@@ -47,7 +52,16 @@ asked for each call; otherwise they are denied unless --approve-all is given.`,
 			if msg == "" {
 				return usageErr("no message: pass it as arguments (plexus run \"explain main.go\") or on stdin")
 			}
-			rt, err := newRuntime(g, cmd.ErrOrStderr(), true)
+			var rec io.Writer
+			if record != "" {
+				f, err := os.OpenFile(record, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return usageErr("--record: %v", err)
+				}
+				defer f.Close()
+				rec = f
+			}
+			rt, err := newRuntime(g, cmd.ErrOrStderr(), true, rec)
 			if err != nil {
 				return err
 			}
@@ -76,6 +90,7 @@ asked for each call; otherwise they are denied unless --approve-all is given.`,
 	}
 	cmd.Flags().BoolVar(&g.approveAll, "approve-all", false, "approve every call that needs approval (file writes, commands) without asking")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also show thinking, tool starts, progress and output")
+	cmd.Flags().StringVar(&record, "record", "", "append the model's responses to this file as a replay script")
 	return cmd
 }
 

@@ -51,8 +51,9 @@ type runtime struct {
 }
 
 // newRuntime wires the plugin host and the engine. needModel makes a
-// missing --model a usage error.
-func newRuntime(g *globalFlags, stderr io.Writer, needModel bool) (*runtime, error) {
+// missing --model a usage error. When record is non-nil, every response
+// of the chosen model is also written to it as a replay script line.
+func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writer) (*runtime, error) {
 	log, err := g.logger(stderr)
 	if err != nil {
 		return nil, err
@@ -80,8 +81,12 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool) (*runtime, err
 		mgr.Close()
 		return nil, usageErr("--num-ctx and --keep-alive must not be negative, --max-steps must be at least 1")
 	}
+	models := mgr.Models()
+	if m, ok := models[ref.Provider]; ok && record != nil {
+		models[ref.Provider] = replay.NewRecorder(m, record)
+	}
 	eng, err := engine.New(engine.Options{
-		Models:   mgr.Models(),
+		Models:   models,
 		Tools:    mgr.Toolset(),
 		Model:    ref,
 		Logger:   log,
