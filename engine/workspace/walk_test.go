@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/plexus-agent/plexus/internal/testtree"
+
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
 	"github.com/plexus-agent/plexus/engine"
@@ -25,7 +27,7 @@ var gitignoreMatcher = gitignore.NewMatcher
 func walkFixture(t *testing.T) (ws, outside string) {
 	base := t.TempDir()
 	ws, outside = filepath.Join(base, "ws"), filepath.Join(base, "outside")
-	writeTree(t, ws, map[string]string{
+	testtree.Write(t, ws, map[string]string{
 		".gitignore": "# comment\n" +
 			"*.log\n" +
 			"!keep.log\n" +
@@ -60,9 +62,9 @@ func walkFixture(t *testing.T) (ws, outside string) {
 		"nested/x.gen":              "g\n",
 		"nested/y.go":               "package y\n",
 	})
-	writeTree(t, outside, map[string]string{"secret.txt": "outside\n", "dir/f.txt": "f\n"})
-	symlink(t, outside, filepath.Join(ws, "link_out"))
-	symlink(t, "src", filepath.Join(ws, "link_dir"))
+	testtree.Write(t, outside, map[string]string{"secret.txt": "outside\n", "dir/f.txt": "f\n"})
+	testtree.Symlink(t, outside, filepath.Join(ws, "link_out"))
+	testtree.Symlink(t, "src", filepath.Join(ws, "link_dir"))
 	return ws, outside
 }
 
@@ -285,9 +287,9 @@ func TestWalkCallbackControl(t *testing.T) {
 // the workspace, which os.Root refuses to read.
 func TestWalkOnError(t *testing.T) {
 	ws, outside := walkFixture(t)
-	writeTree(t, outside, map[string]string{"ignore": "*\n"})
-	writeTree(t, ws, map[string]string{"bad/f.txt": "f\n"})
-	symlink(t, filepath.Join(outside, "ignore"), filepath.Join(ws, "bad", ".gitignore"))
+	testtree.Write(t, outside, map[string]string{"ignore": "*\n"})
+	testtree.Write(t, ws, map[string]string{"bad/f.txt": "f\n"})
+	testtree.Symlink(t, filepath.Join(outside, "ignore"), filepath.Join(ws, "bad", ".gitignore"))
 	r := openRoot(t, ws)
 	noop := func(string, fs.DirEntry) error { return nil }
 
@@ -365,7 +367,7 @@ func TestWalkMatchesGit(t *testing.T) {
 		t.Skip("git is not installed")
 	}
 	ws := t.TempDir()
-	writeTree(t, ws, map[string]string{
+	testtree.Write(t, ws, map[string]string{
 		".gitignore": "*.log\n!keep.log\n/build/\nnode_modules/\ndocs/**\n!docs/keep.md\n**/cache\nsrc/*.gen.go\n",
 		"a.go":       "", "app.log": "", "keep.log": "",
 		"build/out.o": "", "src/build/x.go": "",

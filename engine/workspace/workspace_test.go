@@ -10,29 +10,8 @@ import (
 	"testing"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/internal/testtree"
 )
-
-// writeTree creates files (slash paths relative to dir, with contents)
-// and their directories.
-func writeTree(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func symlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func openRoot(t testing.TB, dir string) *Root {
 	t.Helper()
@@ -53,20 +32,20 @@ type resolveFixture struct {
 func newResolveFixture(t *testing.T) resolveFixture {
 	base := t.TempDir()
 	f := resolveFixture{base: base, ws: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside")}
-	writeTree(t, f.ws, map[string]string{"a/b.txt": "b", "file.txt": "f", "sub/f.txt": "s"})
-	writeTree(t, f.outside, map[string]string{"secret.txt": "secret"})
-	writeTree(t, f.ws+"-evil", map[string]string{"x": "x"}) // shares the workspace's name as a prefix
-	symlink(t, "a", filepath.Join(f.ws, "link_in"))
-	symlink(t, filepath.Join(f.ws, "a", "b.txt"), filepath.Join(f.ws, "link_abs_in"))
-	symlink(t, f.outside, filepath.Join(f.ws, "link_out"))
-	symlink(t, "../outside", filepath.Join(f.ws, "link_out_rel"))
-	symlink(t, filepath.Join(f.outside, "not-yet"), filepath.Join(f.ws, "dangling_out"))
-	symlink(t, "../../outside/not-yet", filepath.Join(f.ws, "a", "dangling_out_rel"))
-	symlink(t, "missing/target.txt", filepath.Join(f.ws, "dangling_in"))
-	symlink(t, "link_in/../file.txt", filepath.Join(f.ws, "dotdot_in")) // link_in is a/, so this is a/../file.txt
-	symlink(t, "loop2", filepath.Join(f.ws, "loop1"))
-	symlink(t, "loop1", filepath.Join(f.ws, "loop2"))
-	symlink(t, "ws", filepath.Join(base, "wslink")) // the workspace opened through a symlink
+	testtree.Write(t, f.ws, map[string]string{"a/b.txt": "b", "file.txt": "f", "sub/f.txt": "s"})
+	testtree.Write(t, f.outside, map[string]string{"secret.txt": "secret"})
+	testtree.Write(t, f.ws+"-evil", map[string]string{"x": "x"}) // shares the workspace's name as a prefix
+	testtree.Symlink(t, "a", filepath.Join(f.ws, "link_in"))
+	testtree.Symlink(t, filepath.Join(f.ws, "a", "b.txt"), filepath.Join(f.ws, "link_abs_in"))
+	testtree.Symlink(t, f.outside, filepath.Join(f.ws, "link_out"))
+	testtree.Symlink(t, "../outside", filepath.Join(f.ws, "link_out_rel"))
+	testtree.Symlink(t, filepath.Join(f.outside, "not-yet"), filepath.Join(f.ws, "dangling_out"))
+	testtree.Symlink(t, "../../outside/not-yet", filepath.Join(f.ws, "a", "dangling_out_rel"))
+	testtree.Symlink(t, "missing/target.txt", filepath.Join(f.ws, "dangling_in"))
+	testtree.Symlink(t, "link_in/../file.txt", filepath.Join(f.ws, "dotdot_in")) // link_in is a/, so this is a/../file.txt
+	testtree.Symlink(t, "loop2", filepath.Join(f.ws, "loop1"))
+	testtree.Symlink(t, "loop1", filepath.Join(f.ws, "loop2"))
+	testtree.Symlink(t, "ws", filepath.Join(base, "wslink")) // the workspace opened through a symlink
 	return f
 }
 
@@ -188,8 +167,8 @@ func TestFSErrorSwappedSymlink(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(f.ws, "sub")); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, f.outside, filepath.Join(f.ws, "sub"))
-	writeTree(t, f.outside, map[string]string{"f.txt": "outside"})
+	testtree.Symlink(t, f.outside, filepath.Join(f.ws, "sub"))
+	testtree.Write(t, f.outside, map[string]string{"f.txt": "outside"})
 
 	_, err = r.FS().Open(rel)
 	if err == nil {
@@ -234,7 +213,7 @@ func TestOpenErrors(t *testing.T) {
 	if _, err := Open(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Open(missing) = %v, want fs.ErrNotExist", err)
 	}
-	writeTree(t, dir, map[string]string{"f": ""})
+	testtree.Write(t, dir, map[string]string{"f": ""})
 	if _, err := Open(filepath.Join(dir, "f")); err == nil {
 		t.Error("Open(a file) succeeded")
 	}
@@ -246,13 +225,13 @@ func TestOpenErrors(t *testing.T) {
 func FuzzResolve(f *testing.F) {
 	base := f.TempDir()
 	ws, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
-	writeTree(f, ws, map[string]string{"a/b.txt": "b", "file.txt": "f"})
-	writeTree(f, outside, map[string]string{"secret.txt": "s"})
-	symlink(f, "a", filepath.Join(ws, "link_in"))
-	symlink(f, outside, filepath.Join(ws, "link_out"))
-	symlink(f, "../outside", filepath.Join(ws, "a", "up"))
-	symlink(f, "../../ws/a", filepath.Join(ws, "a", "back_in"))
-	symlink(f, "loop", filepath.Join(ws, "loop"))
+	testtree.Write(f, ws, map[string]string{"a/b.txt": "b", "file.txt": "f"})
+	testtree.Write(f, outside, map[string]string{"secret.txt": "s"})
+	testtree.Symlink(f, "a", filepath.Join(ws, "link_in"))
+	testtree.Symlink(f, outside, filepath.Join(ws, "link_out"))
+	testtree.Symlink(f, "../outside", filepath.Join(ws, "a", "up"))
+	testtree.Symlink(f, "../../ws/a", filepath.Join(ws, "a", "back_in"))
+	testtree.Symlink(f, "loop", filepath.Join(ws, "loop"))
 	r, err := Open(ws)
 	if err != nil {
 		f.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/plexus-agent/plexus/internal/testtree"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -22,12 +24,12 @@ type escapeFixture struct {
 func newEscapeFixture(t *testing.T) escapeFixture {
 	base := t.TempDir()
 	f := escapeFixture{base: base, ws: filepath.Join(base, "ws"), outside: filepath.Join(base, "outside")}
-	writeTree(t, f.ws, map[string]string{"inside.txt": "inside\n", "sub/f.txt": "sub\n"})
-	writeTree(t, f.outside, map[string]string{"secret.txt": "secret\n", "f.txt": "outside f\n"})
-	symlink(t, filepath.Join(f.outside, "secret.txt"), filepath.Join(f.ws, "out_file"))
-	symlink(t, f.outside, filepath.Join(f.ws, "out_dir"))
-	symlink(t, "../outside", filepath.Join(f.ws, "out_rel"))
-	symlink(t, filepath.Join(f.outside, "new.txt"), filepath.Join(f.ws, "dangling_out"))
+	testtree.Write(t, f.ws, map[string]string{"inside.txt": "inside\n", "sub/f.txt": "sub\n"})
+	testtree.Write(t, f.outside, map[string]string{"secret.txt": "secret\n", "f.txt": "outside f\n"})
+	testtree.Symlink(t, filepath.Join(f.outside, "secret.txt"), filepath.Join(f.ws, "out_file"))
+	testtree.Symlink(t, f.outside, filepath.Join(f.ws, "out_dir"))
+	testtree.Symlink(t, "../outside", filepath.Join(f.ws, "out_rel"))
+	testtree.Symlink(t, filepath.Join(f.outside, "new.txt"), filepath.Join(f.ws, "dangling_out"))
 	return f
 }
 
@@ -130,7 +132,7 @@ func TestSwappedSymlinkRefused(t *testing.T) {
 				if err := os.RemoveAll(filepath.Join(f.ws, "sub")); err != nil {
 					t.Fatal(err)
 				}
-				symlink(t, f.outside, filepath.Join(f.ws, "sub"))
+				testtree.Symlink(t, f.outside, filepath.Join(f.ws, "sub"))
 			}
 			before := snapshot(t, f.outside)
 			c := invoke(context.Background(), tl, f.ws, tt.tool, tt.args)

@@ -14,29 +14,8 @@ import (
 	"testing"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/internal/testtree"
 )
-
-// writeTree creates files (slash paths relative to dir) with their
-// contents, and their directories.
-func writeTree(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func symlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func newTools(t testing.TB, opts Options) *Tools {
 	t.Helper()
@@ -195,7 +174,7 @@ func TestInvokeErrors(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	ws := t.TempDir()
-	writeTree(t, ws, map[string]string{"a.txt": "a\n"})
+	testtree.Write(t, ws, map[string]string{"a.txt": "a\n"})
 	tl := newTools(t, Options{})
 	tests := []struct {
 		tool, args string
@@ -243,14 +222,14 @@ func TestDecodeErrors(t *testing.T) {
 // cached root must not keep serving the deleted one.
 func TestRootReopened(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "ws")
-	writeTree(t, ws, map[string]string{"a.txt": "old\n"})
+	testtree.Write(t, ws, map[string]string{"a.txt": "old\n"})
 	tl := newTools(t, Options{})
 	var r ReadResult
 	mustOK(t, tl, ws, ReadFileTool, `{"path":"a.txt"}`, &r)
 	if err := os.RemoveAll(ws); err != nil {
 		t.Fatal(err)
 	}
-	writeTree(t, ws, map[string]string{"a.txt": "new\n"})
+	testtree.Write(t, ws, map[string]string{"a.txt": "new\n"})
 	mustOK(t, tl, ws, ReadFileTool, `{"path":"a.txt"}`, &r)
 	if r.Content != "new\n" {
 		t.Errorf("content = %q, want the new workspace's", r.Content)
@@ -262,7 +241,7 @@ func TestRootReopened(t *testing.T) {
 func TestConcurrentCalls(t *testing.T) {
 	wss := []string{t.TempDir(), t.TempDir()}
 	for _, ws := range wss {
-		writeTree(t, ws, map[string]string{"a.txt": "alpha\nbeta\n", "src/b.go": "package b // beta\n"})
+		testtree.Write(t, ws, map[string]string{"a.txt": "alpha\nbeta\n", "src/b.go": "package b // beta\n"})
 	}
 	tl := newTools(t, Options{})
 	var wg sync.WaitGroup

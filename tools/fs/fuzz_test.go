@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/plexus-agent/plexus/internal/testtree"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -24,12 +26,12 @@ var knownCodes = map[engine.ToolErrorCode]bool{
 func FuzzInvoke(f *testing.F) {
 	base := f.TempDir()
 	ws, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
-	writeTree(f, ws, map[string]string{"inside.txt": "inside\nneedle\n", "sub/f.txt": "sub\n", ".gitignore": "*.log\n"})
-	writeTree(f, outside, map[string]string{"secret.txt": "secret needle\n"})
-	symlink(f, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "out_file"))
-	symlink(f, outside, filepath.Join(ws, "out_dir"))
-	symlink(f, "../outside", filepath.Join(ws, "out_rel"))
-	symlink(f, filepath.Join(outside, "new.txt"), filepath.Join(ws, "dangling_out"))
+	testtree.Write(f, ws, map[string]string{"inside.txt": "inside\nneedle\n", "sub/f.txt": "sub\n", ".gitignore": "*.log\n"})
+	testtree.Write(f, outside, map[string]string{"secret.txt": "secret needle\n"})
+	testtree.Symlink(f, filepath.Join(outside, "secret.txt"), filepath.Join(ws, "out_file"))
+	testtree.Symlink(f, outside, filepath.Join(ws, "out_dir"))
+	testtree.Symlink(f, "../outside", filepath.Join(ws, "out_rel"))
+	testtree.Symlink(f, filepath.Join(outside, "new.txt"), filepath.Join(ws, "dangling_out"))
 	tl := New(Options{SearchWorkers: 2})
 	f.Cleanup(func() { tl.Close() })
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/plexus-agent/plexus/internal/testtree"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -16,7 +18,7 @@ import (
 func projectFixture(t *testing.T) (ws, outside string) {
 	base := t.TempDir()
 	ws, outside = filepath.Join(base, "ws"), filepath.Join(base, "outside")
-	writeTree(t, ws, map[string]string{
+	testtree.Write(t, ws, map[string]string{
 		".gitignore":               "node_modules/\n*.log\ndist/\n",
 		".git/HEAD":                "ref: refs/heads/main\n",
 		".git/config":              "needle in git config\n",
@@ -34,9 +36,9 @@ func projectFixture(t *testing.T) (ws, outside string) {
 		"src/util/strings.go":      "package util\n",
 		"src/util/strings_test.go": "package util // needle\n",
 	})
-	writeTree(t, outside, map[string]string{"secret.txt": "needle outside\n"})
-	symlink(t, outside, filepath.Join(ws, "out"))
-	symlink(t, "src/util", filepath.Join(ws, "utillink"))
+	testtree.Write(t, outside, map[string]string{"secret.txt": "needle outside\n"})
+	testtree.Symlink(t, outside, filepath.Join(ws, "out"))
+	testtree.Symlink(t, "src/util", filepath.Join(ws, "utillink"))
 	return ws, outside
 }
 
@@ -102,7 +104,7 @@ func TestListFiles(t *testing.T) {
 // {"files": ["index.ts", "app.tsx"], ...}, an array even when empty.
 func TestListFilesContract(t *testing.T) {
 	ws := t.TempDir()
-	writeTree(t, ws, map[string]string{"index.ts": "", "app.tsx": ""})
+	testtree.Write(t, ws, map[string]string{"index.ts": "", "app.tsx": ""})
 	tl := newTools(t, Options{})
 	for args, want := range map[string][]any{`{}`: {"app.tsx", "index.ts"}, `{"pattern":"*.rs"}`: {}} {
 		c := invoke(context.Background(), tl, ws, ListFilesTool, args)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/plexus-agent/plexus/internal/testtree"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -18,7 +20,7 @@ func TestReadFile(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		five.WriteString("line " + string(rune('0'+i)) + "\n")
 	}
-	writeTree(t, ws, map[string]string{
+	testtree.Write(t, ws, map[string]string{
 		"five.txt":    five.String(),
 		"empty.txt":   "",
 		"nonl.txt":    "a\nb",
@@ -32,8 +34,8 @@ func TestReadFile(t *testing.T) {
 		"sp ace.txt":  "spaced\n",
 		"dir/../x.md": "dotdot\n",
 	})
-	symlink(t, "five.txt", filepath.Join(ws, "link.txt"))
-	symlink(t, filepath.Join(ws, "five.txt"), filepath.Join(ws, "abslink.txt"))
+	testtree.Symlink(t, "five.txt", filepath.Join(ws, "link.txt"))
+	testtree.Symlink(t, filepath.Join(ws, "five.txt"), filepath.Join(ws, "abslink.txt"))
 
 	tests := []struct {
 		name    string
@@ -105,7 +107,7 @@ func TestReadFile(t *testing.T) {
 
 func TestReadFileErrors(t *testing.T) {
 	ws := t.TempDir()
-	writeTree(t, ws, map[string]string{
+	testtree.Write(t, ws, map[string]string{
 		"five.txt": "1\n2\n3\n4\n5\n", "empty.txt": "", "binary.bin": "PK\x03\x04\x00\x00rest", "dir/x": "x",
 	})
 	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {

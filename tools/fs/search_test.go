@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/plexus-agent/plexus/internal/testtree"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -25,7 +27,7 @@ func matchLines(ms []Match) []string {
 
 func TestSearchText(t *testing.T) {
 	ws, _ := projectFixture(t)
-	writeTree(t, ws, map[string]string{
+	testtree.Write(t, ws, map[string]string{
 		"unicode.txt": "ünïcödé needle\nNEEDLE upper\n",
 		"crlf.txt":    "ends with needle\r\nneedle not at end\r\n",
 		"regex.txt":   "a+b (needle)\naab needle\n",
@@ -109,7 +111,7 @@ func TestSearchText(t *testing.T) {
 // binary files and the symlink to outside are all left out.
 func TestSearchTextGitignore(t *testing.T) {
 	ws, _ := projectFixture(t)
-	writeTree(t, ws, map[string]string{"image.png": "\x89PNG\r\n\x1a\n\x00\x00needle"})
+	testtree.Write(t, ws, map[string]string{"image.png": "\x89PNG\r\n\x1a\n\x00\x00needle"})
 	tl := newTools(t, Options{})
 	var got SearchResult
 	c := mustOK(t, tl, ws, SearchTextTool, `{"pattern":"needle"}`, &got)
@@ -134,7 +136,7 @@ func TestSearchTextGitignore(t *testing.T) {
 
 func TestSearchTextSkips(t *testing.T) {
 	ws := t.TempDir()
-	writeTree(t, ws, map[string]string{
+	testtree.Write(t, ws, map[string]string{
 		"a.txt":     "needle\n",
 		"image.png": "\x89PNG\x00needle",
 		"big.txt":   strings.Repeat("needle ", 200),
@@ -158,7 +160,7 @@ func TestSearchTextSkips(t *testing.T) {
 func TestSearchTextLongLine(t *testing.T) {
 	ws := t.TempDir()
 	line := strings.Repeat("é", 500) + "NEEDLE" + strings.Repeat("x", 1000)
-	writeTree(t, ws, map[string]string{"min.js": line + "\n"})
+	testtree.Write(t, ws, map[string]string{"min.js": line + "\n"})
 	tl := newTools(t, Options{})
 	var got SearchResult
 	mustOK(t, tl, ws, SearchTextTool, `{"pattern":"NEEDLE"}`, &got)
@@ -179,7 +181,7 @@ func TestSearchTextProgress(t *testing.T) {
 		files[fmt.Sprintf("d/f%03d.txt", i)] = "nothing here\n"
 	}
 	files["d/f123.txt"] = "needle\n"
-	writeTree(t, ws, files)
+	testtree.Write(t, ws, files)
 	tl := newTools(t, Options{SearchWorkers: 3})
 	var got SearchResult
 	c := mustOK(t, tl, ws, SearchTextTool, `{"pattern":"needle"}`, &got)
@@ -205,7 +207,7 @@ func TestSearchTextOrderIsDeterministic(t *testing.T) {
 	for i := range 60 {
 		files[fmt.Sprintf("p%02d/f.txt", i)] = strings.Repeat("x\n", i*50) + "needle\n"
 	}
-	writeTree(t, ws, files)
+	testtree.Write(t, ws, files)
 	tl := newTools(t, Options{SearchWorkers: 8})
 	var first []string
 	for range 5 {
@@ -232,7 +234,7 @@ func TestSearchTextCancelled(t *testing.T) {
 	for i := range 40 {
 		files[fmt.Sprintf("f%02d.txt", i)] = big
 	}
-	writeTree(t, ws, files)
+	testtree.Write(t, ws, files)
 	tl := newTools(t, Options{})
 
 	ctx, cancel := context.WithCancel(context.Background())

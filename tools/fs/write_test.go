@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/plexus-agent/plexus/internal/testtree"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -40,11 +42,11 @@ func dirNames(t *testing.T, dir string) []string {
 
 func TestWriteFile(t *testing.T) {
 	ws := t.TempDir()
-	writeTree(t, ws, map[string]string{"main.go": "package old\n", "docs/real.md": "old\n"})
+	testtree.Write(t, ws, map[string]string{"main.go": "package old\n", "docs/real.md": "old\n"})
 	if err := os.Chmod(filepath.Join(ws, "main.go"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, "docs/real.md", filepath.Join(ws, "README.md"))
+	testtree.Symlink(t, "docs/real.md", filepath.Join(ws, "README.md"))
 	tl := newTools(t, Options{})
 	content := strings.Repeat("x", 2150)
 	sum := sha256.Sum256([]byte(content))
@@ -122,7 +124,7 @@ func equalWrite(a, b WriteResult) bool {
 
 func TestWriteFileErrors(t *testing.T) {
 	ws := t.TempDir()
-	writeTree(t, ws, map[string]string{"dir/x.txt": "x", "file.txt": "f", ".git/HEAD": "ref\n"})
+	testtree.Write(t, ws, map[string]string{"dir/x.txt": "x", "file.txt": "f", ".git/HEAD": "ref\n"})
 	tl := newTools(t, Options{MaxWriteBytes: 100})
 	tests := []struct {
 		name  string
