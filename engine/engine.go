@@ -32,6 +32,15 @@ type Options struct {
 	Models map[string]Model
 	// Tools are the tools turns may call; nil means none but update_plan.
 	Tools Toolset
+	// Searcher is the workspace index that tools search through host
+	// callbacks; nil makes those searches fail with ErrUnsupported.
+	Searcher Searcher
+	// Retriever gathers code context before the model's first call; nil
+	// skips the retrieval stage.
+	Retriever Retriever
+	// RetrievalTokens is the token budget of retrieved context (default a
+	// quarter of Chat.NumCtx, or 2000 when that is unset).
+	RetrievalTokens int
 	// Model is the current model at start; it can be changed with
 	// SetCurrentModel.
 	Model ModelRef
@@ -82,6 +91,12 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.MaxToolResultBytes <= 0 {
 		opts.MaxToolResultBytes = DefaultMaxToolResultBytes
+	}
+	if opts.RetrievalTokens <= 0 {
+		opts.RetrievalTokens = 2000
+		if opts.Chat.NumCtx > 0 {
+			opts.RetrievalTokens = opts.Chat.NumCtx / 4
+		}
 	}
 	if opts.MaxAttachmentBytes <= 0 {
 		opts.MaxAttachmentBytes = DefaultMaxAttachmentBytes
@@ -142,8 +157,7 @@ func (e *Engine) OpenWorkspace(dir string) (*Workspace, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("workspace %s: not a directory", dir)
 	}
-	sum := sha256.Sum256([]byte(root))
-	id := "ws_" + hex.EncodeToString(sum[:6])
+	id := WorkspaceID(root)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if ws, ok := e.workspaces[id]; ok {
@@ -152,6 +166,14 @@ func (e *Engine) OpenWorkspace(dir string) (*Workspace, error) {
 	ws := &Workspace{ID: id, Root: root}
 	e.workspaces[id] = ws
 	return ws, nil
+}
+
+// WorkspaceID derives a workspace's id from its absolute, symlink-free
+// root: "ws_" and the first 12 hex digits of the root's SHA-256. The same
+// directory gets the same id in every process and after restarts.
+func WorkspaceID(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return "ws_" + hex.EncodeToString(sum[:6])
 }
 
 // NewSession starts a session in ws. An empty id gets a fresh one ("ses_"

@@ -606,3 +606,54 @@ func TestApprovalPreview(t *testing.T) {
 		t.Errorf("preview for opaque args = %+v", host.asked[2].Preview)
 	}
 }
+
+// stubRetriever is an in-test Retriever: it reports its stages and returns
+// fixed snippets, or fails.
+type stubRetriever struct {
+	fail bool
+	got  engine.RetrievalRequest
+}
+
+func (r *stubRetriever) Retrieve(_ context.Context, req engine.RetrievalRequest, emit func(engine.RetrievalEvent)) (engine.RetrievalResult, error) {
+	r.got = req
+	if r.fail {
+		return engine.RetrievalResult{}, errors.New("index unreadable")
+	}
+	for _, st := range []string{engine.StageSymbolSearch, engine.StageTextSearch, engine.StageVectorSearch, engine.StageReranking} {
+		emit(engine.RetrievalEvent{Stage: st, Count: 1, Message: st + " done"})
+	}
+	return engine.RetrievalResult{Snippets: []engine.Snippet{{Path: "a.go", StartLine: 3, EndLine: 4, Language: "go", Kind: "function", Name: "Run", Text: "func Run() {\n}\n"}}, Tokens: 5}, nil
+}
+
+func TestRetrievalStage(t *testing.T) {
+	r := &stubRetriever{}
+	f := newFixture(t, engine.Options{Retriever: r, Chat: engine.ChatOptions{NumCtx: 8000}}, step{text: "one"}, step{text: "two"})
+	res, events := f.run(t, context.Background(), "where is Run?", engine.TurnOptions{})
+	want := []string{"thinking", "thinking", "retrieval", "retrieval", "retrieval", "retrieval", "token", "final:completed"}
+	if got := kinds(events); !slices.Equal(got, want) {
+		t.Fatalf("events\n got %v\nwant %v", got, want)
+	}
+	if r.got.Query != "where is Run?" || r.got.TokenBudget != 2000 || r.got.Root != f.sess.Workspace().Root {
+		t.Errorf("request = %+v", r.got)
+	}
+	if res.Metadata.RetrievedSnippets != 1 {
+		t.Errorf("metadata = %+v", res.Metadata)
+	}
+	msgs := f.model.requests()[0].Messages
+	if len(msgs) != 3 || msgs[1].Role != engine.RoleSystem || !strings.Contains(msgs[1].Content, "a.go:3-4 (function Run)\n```go\nfunc Run() {\n}\n```") {
+		t.Fatalf("context message = %+v", msgs)
+	}
+	// The context is not kept in history: the next turn retrieves anew.
+	f.run(t, context.Background(), "and now?", engine.TurnOptions{})
+	for _, m := range f.sess.History() {
+		if strings.Contains(m.Content, "Code from the workspace") {
+			t.Error("retrieved context was saved in the history")
+		}
+	}
+
+	r.fail = true
+	_, events = f.run(t, context.Background(), "again", engine.TurnOptions{})
+	if got := kinds(events); !slices.Contains(got, "error:RETRIEVAL_FAILED:true") || got[len(got)-1] != "final:error" && got[len(got)-1] != "final:completed" {
+		t.Errorf("events after a failed retrieval: %v", got)
+	}
+}

@@ -17,7 +17,8 @@ type Event struct {
 }
 
 // EventData is the payload of an Event: one of *ThinkingEvent, *PlanEvent,
-// *TokenEvent, *ToolCallEvent, *ApprovalEvent, *ErrorEvent, *FinalEvent.
+// *RetrievalEvent, *TokenEvent, *ToolCallEvent, *ApprovalEvent,
+// *ErrorEvent, *FinalEvent.
 // Front-ends type-switch on it.
 type EventData interface {
 	// EventKind is the payload's stable name ("thinking", "plan", ...).
@@ -110,6 +111,7 @@ const (
 	CodeCancelled       ErrorCode = "CANCELLED"
 	CodeTimeout         ErrorCode = "TIMEOUT"
 	CodeInternal        ErrorCode = "INTERNAL"
+	CodeRetrievalFailed ErrorCode = "RETRIEVAL_FAILED"
 )
 
 // ErrorEvent reports an error. Recoverable errors (a failed tool call, a
@@ -157,6 +159,9 @@ type TurnMetadata struct {
 	ToolsUsed []string `json:"tools_used"`
 	// ToolCalls counts tool calls, denied ones included.
 	ToolCalls int `json:"tool_calls"`
+	// RetrievedSnippets counts the code snippets retrieval packed into the
+	// model's context.
+	RetrievedSnippets int `json:"retrieved_snippets"`
 	// FilesModified lists workspace-relative paths tools reported writing.
 	FilesModified []string      `json:"files_modified"`
 	Duration      time.Duration `json:"duration_ns"`

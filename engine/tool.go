@@ -58,11 +58,19 @@ type InvokeRequest struct {
 	Host ToolHost
 }
 
-// ToolHost is what a running tool call may ask of the engine.
+// ToolHost is what a running tool call may ask of the engine: approvals,
+// and searches of the call's workspace index (so built-in and third-party
+// tools share one index). The search methods behave as Searcher's, for the
+// call's workspace; they return ErrUnsupported when the engine has no
+// index.
 type ToolHost interface {
 	// RequestApproval asks the user to approve an action the tool found it
 	// must take. It blocks until an answer or ctx ends.
 	RequestApproval(ctx context.Context, req ActionApproval) (ApprovalDecision, error)
+	SearchSymbols(ctx context.Context, q SymbolQuery) ([]SymbolHit, error)
+	SearchText(ctx context.Context, q TextQuery, onMatch func(TextMatch)) (TextResult, error)
+	SearchChunks(ctx context.Context, q ChunkQuery) ([]ChunkHit, error)
+	SearchVectors(ctx context.Context, q ChunkQuery) ([]ChunkHit, error)
 }
 
 // ActionApproval is an approval a running tool asks for.

@@ -55,6 +55,11 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 	msgs := make([]Message, 0, len(history)+8)
 	msgs = append(msgs, Message{Role: RoleSystem, Content: t.e.systemPrompt(t.s.workspace.Root)})
 	msgs = append(msgs, history...)
+	// Retrieved context goes to this turn's model calls only, not to the
+	// session history: the next turn retrieves for its own request.
+	if snips := t.retrieve(ctx, in.Message); len(snips) > 0 {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: contextMessage(snips)})
+	}
 	msgs = append(msgs, user)
 
 	for step := 0; step < t.e.opts.MaxSteps; step++ {
@@ -86,6 +91,26 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 	msg := fmt.Sprintf("stopped after %d model calls without a final answer; narrow the request or raise the step limit", t.e.opts.MaxSteps)
 	t.emit(&ErrorEvent{Code: CodeInternal, Message: msg})
 	return t.finish(TurnError, "", msg), keep
+}
+
+// retrieve runs the retrieval stage, emitting its events. A failure is
+// reported as a recoverable error: the turn goes on without context.
+func (t *turn) retrieve(ctx context.Context, query string) []Snippet {
+	r := t.e.opts.Retriever
+	if r == nil {
+		return nil
+	}
+	t.emit(&ThinkingEvent{Phase: PhaseRetrieving, Message: "Searching the workspace"})
+	res, err := r.Retrieve(ctx, RetrievalRequest{Root: t.s.workspace.Root, Query: query, TokenBudget: t.e.opts.RetrievalTokens},
+		func(ev RetrievalEvent) { t.emit(&ev) })
+	if err != nil {
+		if ctx.Err() == nil {
+			t.emit(&ErrorEvent{Code: CodeRetrievalFailed, Message: "retrieval failed: " + err.Error(), Recoverable: true})
+		}
+		return nil
+	}
+	t.meta.RetrievedSnippets = len(res.Snippets)
+	return res.Snippets
 }
 
 // chat runs one model call, streaming its text as token events, and returns
@@ -293,6 +318,45 @@ func (h *callHost) RequestApproval(ctx context.Context, a ActionApproval) (Appro
 		req.Preview = &Preview{Type: "text", Content: a.Preview}
 	}
 	return h.t.approve(ctx, req)
+}
+
+func (h *callHost) searcher() (Searcher, error) {
+	if s := h.t.e.opts.Searcher; s != nil {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: this engine has no code index; run plexus index, or search with the fs tools", ErrUnsupported)
+}
+
+func (h *callHost) SearchSymbols(ctx context.Context, q SymbolQuery) ([]SymbolHit, error) {
+	s, err := h.searcher()
+	if err != nil {
+		return nil, err
+	}
+	return s.SearchSymbols(ctx, h.t.s.workspace.Root, q)
+}
+
+func (h *callHost) SearchText(ctx context.Context, q TextQuery, onMatch func(TextMatch)) (TextResult, error) {
+	s, err := h.searcher()
+	if err != nil {
+		return TextResult{}, err
+	}
+	return s.SearchText(ctx, h.t.s.workspace.Root, q, onMatch)
+}
+
+func (h *callHost) SearchChunks(ctx context.Context, q ChunkQuery) ([]ChunkHit, error) {
+	s, err := h.searcher()
+	if err != nil {
+		return nil, err
+	}
+	return s.SearchChunks(ctx, h.t.s.workspace.Root, q)
+}
+
+func (h *callHost) SearchVectors(ctx context.Context, q ChunkQuery) ([]ChunkHit, error) {
+	s, err := h.searcher()
+	if err != nil {
+		return nil, err
+	}
+	return s.SearchVectors(ctx, h.t.s.workspace.Root, q)
 }
 
 // forModel returns the tool result text the model sees, cut to
