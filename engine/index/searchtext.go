@@ -1,0 +1,361 @@
+package index
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/engine/workspace"
+)
+
+// Text search limits.
+const (
+	defaultTextLimit = 100
+	maxTextLimit     = 10000
+	maxContextLines  = 20
+	// maxLineBytes cuts long lines to a window around the match.
+	maxLineBytes = 300
+)
+
+// snapshot is a consistent view of an index for one search. The maps and
+// segments are never mutated after publication (updates replace them), so
+// a snapshot stays valid after the lock is released.
+type snapshot struct {
+	base, delta *segment
+	files       map[string]fileEntry
+	paths       map[int64][]string
+}
+
+func (ix *Index) snap() snapshot {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return snapshot{base: ix.base, delta: ix.delta, files: ix.files, paths: ix.paths}
+}
+
+// segments lists the snapshot's segments.
+func (s snapshot) segments() []*segment {
+	var out []*segment
+	for _, seg := range []*segment{s.base, s.delta} {
+		if seg != nil {
+			out = append(out, seg)
+		}
+	}
+	return out
+}
+
+// pathFilter keeps paths under a prefix and matching a glob.
+type pathFilter struct {
+	prefix string
+	glob   *workspace.Glob
+}
+
+func newPathFilter(ix *Index, prefix, include string) (pathFilter, error) {
+	var f pathFilter
+	if prefix != "" && prefix != "." {
+		rel, err := ix.fsroot.Resolve(prefix)
+		if err != nil {
+			return f, fmt.Errorf("%w: path: %v", engine.ErrInvalidRequest, err)
+		}
+		if rel != "." {
+			f.prefix = strings.ReplaceAll(rel, "\\", "/")
+		}
+	}
+	if include != "" {
+		g, err := workspace.ParseGlob(include)
+		if err != nil {
+			return f, fmt.Errorf("%w: include: %v", engine.ErrInvalidRequest, err)
+		}
+		f.glob = g
+	}
+	return f, nil
+}
+
+func (f pathFilter) match(p string) bool {
+	base := p
+	if f.prefix != "" {
+		if p != f.prefix && !strings.HasPrefix(p, f.prefix+"/") {
+			return false
+		}
+		base = strings.TrimPrefix(strings.TrimPrefix(p, f.prefix), "/")
+	}
+	return f.glob.MatchUnder(p, base)
+}
+
+// textMatcher finds matches in a file.
+type textMatcher struct {
+	lit []byte         // a case-sensitive literal, or
+	re  *regexp.Regexp // an expression
+}
+
+func newTextMatcher(q engine.TextQuery) (*textMatcher, error) {
+	if q.Pattern == "" {
+		return nil, fmt.Errorf("%w: the pattern is empty", engine.ErrInvalidRequest)
+	}
+	if !q.Regex && !q.CaseInsensitive {
+		return &textMatcher{lit: []byte(q.Pattern)}, nil
+	}
+	expr := q.Pattern
+	if !q.Regex {
+		expr = regexp.QuoteMeta(expr)
+	}
+	flags := "(?m)"
+	if q.CaseInsensitive {
+		flags = "(?mi)"
+	}
+	re, err := regexp.Compile(flags + expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the pattern is not a valid regular expression (RE2 syntax): %v", engine.ErrInvalidRequest, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+	}
+	return &textMatcher{re: re}, nil
+}
+
+// next returns the first match at or after from, or -1.
+func (m *textMatcher) next(data []byte, from int) (start, end int) {
+	if m.lit != nil {
+		i := bytes.Index(data[from:], m.lit)
+		if i < 0 {
+			return -1, -1
+		}
+		return from + i, from + i + len(m.lit)
+	}
+	loc := m.re.FindIndex(data[from:])
+	if loc == nil {
+		return -1, -1
+	}
+	return from + loc[0], from + loc[1]
+}
+
+// matchFile returns the matching lines of data (one per line: the first
+// match on it), at most limit.
+func (m *textMatcher) matchFile(path string, data []byte, ctxLines, limit int) []engine.TextMatch {
+	var out []engine.TextMatch
+	line, lineStart := 1, 0
+	pos := 0
+	for pos <= len(data) && len(out) < limit {
+		start, end := m.next(data, pos)
+		if start < 0 {
+			break
+		}
+		line += bytes.Count(data[lineStart:start], []byte{'\n'})
+		if nl := bytes.LastIndexByte(data[:start], '\n'); nl >= 0 {
+			lineStart = nl + 1
+		} else {
+			lineStart = 0
+		}
+		lineEnd := len(data)
+		if nl := bytes.IndexByte(data[start:], '\n'); nl >= 0 {
+			lineEnd = start + nl
+		}
+		text := data[lineStart:lineEnd]
+		tm := engine.TextMatch{
+			Path: path, Line: line,
+			Column: utf8.RuneCount(data[lineStart:start]) + 1,
+			Text:   cutLine(text, start-lineStart),
+		}
+		if ctxLines > 0 {
+			tm.Before = linesBefore(data, lineStart, ctxLines)
+			tm.After = linesAfter(data, lineEnd, ctxLines)
+		}
+		out = append(out, tm)
+		// Next line: one match per line.
+		pos = lineEnd + 1
+		if end > pos {
+			pos = end
+		}
+		// The newline at lineEnd is counted with the next match's line.
+		lineStart = lineEnd
+	}
+	return out
+}
+
+// cutLine trims a long line to a window around offset, marking cuts.
+func cutLine(line []byte, offset int) string {
+	line = bytes.TrimRight(line, "\r")
+	if len(line) <= maxLineBytes {
+		return string(line)
+	}
+	from := max(0, offset-maxLineBytes/3)
+	for from > 0 && !utf8.RuneStart(line[from]) {
+		from--
+	}
+	to := min(len(line), from+maxLineBytes)
+	for to < len(line) && !utf8.RuneStart(line[to]) {
+		to++
+	}
+	s := string(line[from:to])
+	if from > 0 {
+		s = "…" + s
+	}
+	if to < len(line) {
+		s += "…"
+	}
+	return s
+}
+
+func linesBefore(data []byte, lineStart, n int) []string {
+	var out []string
+	end := lineStart - 1 // the newline ending the previous line
+	for i := 0; i < n && end >= 0; i++ {
+		start := bytes.LastIndexByte(data[:end], '\n') + 1
+		out = append(out, cutLine(data[start:end], 0))
+		end = start - 1
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+func linesAfter(data []byte, lineEnd, n int) []string {
+	var out []string
+	start := lineEnd + 1
+	for i := 0; i < n && start < len(data); i++ {
+		end := len(data)
+		if nl := bytes.IndexByte(data[start:], '\n'); nl >= 0 {
+			end = start + nl
+		}
+		out = append(out, cutLine(data[start:end], 0))
+		start = end + 1
+	}
+	return out
+}
+
+// candidatePaths returns the sorted live paths whose content may match tq.
+func (s snapshot) candidatePaths(tq *query, f pathFilter) []string {
+	contents := map[int64]bool{}
+	for _, seg := range s.segments() {
+		docs, all := tq.eval(
+			func(t trigram) []uint32 { return seg.trigramDocs(nil, t) },
+			seg.trigramCount,
+		)
+		if all {
+			for _, d := range seg.docs {
+				contents[d.content] = true
+			}
+			continue
+		}
+		for _, doc := range docs {
+			contents[seg.docs[doc].content] = true
+		}
+	}
+	var out []string
+	for c := range contents {
+		for _, p := range s.paths[c] {
+			if f.match(p) {
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SearchText answers a literal or regular-expression query from the
+// trigram index, verifying each candidate file's current contents. Matches
+// come in path order, one per matching line; onMatch (if set) sees each as
+// soon as it is verified.
+func (ix *Index) SearchText(ctx context.Context, q engine.TextQuery, onMatch func(engine.TextMatch)) (engine.TextResult, error) {
+	res := engine.TextResult{Matches: []engine.TextMatch{}}
+	m, err := newTextMatcher(q)
+	if err != nil {
+		return res, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultTextLimit
+	}
+	limit = min(limit, maxTextLimit)
+	ctxLines := min(max(q.ContextLines, 0), maxContextLines)
+	tq, err := patternQuery(q.Pattern, q.Regex, q.CaseInsensitive)
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", engine.ErrInvalidRequest, err)
+	}
+	f, err := newPathFilter(ix, q.Path, q.Include)
+	if err != nil {
+		return res, err
+	}
+	snap := ix.snap()
+	paths := snap.candidatePaths(tq, f)
+
+	err = ix.verify(ctx, snap, paths, func(p string, data []byte) []engine.TextMatch {
+		return m.matchFile(p, data, ctxLines, limit)
+	}, func(ms []engine.TextMatch) bool {
+		res.FilesSearched++
+		for _, tm := range ms {
+			if len(res.Matches) == limit {
+				res.Truncated = true
+				return false
+			}
+			res.Matches = append(res.Matches, tm)
+			if onMatch != nil {
+				onMatch(tm)
+			}
+		}
+		return true
+	})
+	return res, err
+}
+
+// verify reads paths with the index's workers and calls match on each
+// file's data; emit sees every file's results (possibly none) in path
+// order and stops the search by returning false. Files that cannot be read (deleted meanwhile) are
+// skipped.
+func (ix *Index) verify(ctx context.Context, s snapshot, paths []string, match func(string, []byte) []engine.TextMatch, emit func([]engine.TextMatch) bool) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type slot struct {
+		ms   []engine.TextMatch
+		done chan struct{}
+	}
+	slots := make([]slot, len(paths))
+	for i := range slots {
+		slots[i].done = make(chan struct{})
+	}
+	next := make(chan int)
+	workers := min(ix.svc.opts.Workers, len(paths))
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := range next {
+				if ctx.Err() == nil {
+					if data, err := ix.readContent(paths[i], s.files[paths[i]]); err == nil {
+						slots[i].ms = match(paths[i], data)
+					}
+				}
+				close(slots[i].done)
+			}
+		}()
+	}
+	go func() {
+		defer close(next)
+		for i := range paths {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				for ; i < len(paths); i++ {
+					close(slots[i].done)
+				}
+				return
+			}
+		}
+	}()
+	for i := range slots {
+		select {
+		case <-slots[i].done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !emit(slots[i].ms) {
+			cancel()
+			return nil
+		}
+	}
+	return ctx.Err()
+}

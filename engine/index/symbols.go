@@ -1,0 +1,372 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/engine/index/syntax"
+)
+
+// symbolTable indexes the definitions of every live content for name
+// search. It is built from the segments on the first symbol search after
+// a change.
+type symbolTable struct {
+	syms []symRef
+	// byNorm maps a normalised name (lower case, no '_' or '-') to the
+	// symbols with that name.
+	byNorm map[string][]int32
+	// norms are the distinct normalised names, sorted, for prefix search.
+	norms []string
+	// words are the distinct words of all names (splitWords), sorted;
+	// wordNorms[i] lists the normalised names that contain words[i].
+	words     []string
+	wordNorms [][]string
+}
+
+// symRef points at one definition in a segment.
+type symRef struct {
+	seg *segment
+	doc uint32
+	sym uint32
+}
+
+func (r symRef) info() *symbolInfo { return &r.seg.docs[r.doc].symbols[r.sym] }
+
+// normName lower-cases a name and drops '_' and '-', so readFile,
+// read_file and ReadFile meet.
+func normName(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r == '_' || r == '-' {
+			continue
+		}
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		} else if r >= 0x80 {
+			r = []rune(strings.ToLower(string(r)))[0]
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func buildSymbolTable(s snapshot) *symbolTable {
+	t := &symbolTable{byNorm: map[string][]int32{}}
+	wordSet := map[string]map[string]bool{}
+	for _, seg := range s.segments() {
+		for di := range seg.docs {
+			d := &seg.docs[di]
+			if len(s.paths[d.content]) == 0 {
+				continue // no live path holds this content
+			}
+			for si := range d.symbols {
+				name := seg.str(d.symbols[si].name)
+				n := normName(name)
+				if n == "" {
+					continue
+				}
+				if _, ok := t.byNorm[n]; !ok {
+					t.norms = append(t.norms, n)
+					splitWords(name, func(w string) {
+						if wordSet[w] == nil {
+							wordSet[w] = map[string]bool{}
+						}
+						wordSet[w][n] = true
+					})
+				}
+				t.byNorm[n] = append(t.byNorm[n], int32(len(t.syms)))
+				t.syms = append(t.syms, symRef{seg: seg, doc: uint32(di), sym: uint32(si)})
+			}
+		}
+	}
+	sort.Strings(t.norms)
+	for w := range wordSet {
+		t.words = append(t.words, w)
+	}
+	sort.Strings(t.words)
+	t.wordNorms = make([][]string, len(t.words))
+	for i, w := range t.words {
+		for n := range wordSet[w] {
+			t.wordNorms[i] = append(t.wordNorms[i], n)
+		}
+	}
+	return t
+}
+
+// prefixRange returns the half-open range of sorted strs starting with p.
+func prefixRange(strs []string, p string) (int, int) {
+	lo := sort.SearchStrings(strs, p)
+	hi := lo
+	for hi < len(strs) && strings.HasPrefix(strs[hi], p) {
+		hi++
+	}
+	return lo, hi
+}
+
+// Match tiers and their base scores.
+const (
+	scoreExact  = 3.0
+	scorePrefix = 2.0
+	scoreFuzzy  = 1.0
+	// maxPrefixNames bounds the names a prefix or fuzzy query considers.
+	maxCandidateNames = 4000
+)
+
+// fuzzyScore matches query words against a name's words in order, each
+// query word a prefix of a later name word (camelCase and snake_case
+// aware: "rdFile" and "read_f" both reach ReadFile); a single short
+// lower-case query also matches as an acronym of word initials ("rf").
+// It returns a quality in (0, 1], or 0 for no match.
+func fuzzyScore(qwords []string, acronym string, name string) float64 {
+	var nwords []string
+	splitWords(name, func(w string) { nwords = append(nwords, w) })
+	if len(nwords) == 0 {
+		return 0
+	}
+	j, skipped := 0, 0
+	for _, qw := range qwords {
+		for j < len(nwords) && !strings.HasPrefix(nwords[j], qw) {
+			j++
+			skipped++
+		}
+		if j == len(nwords) {
+			j = -1
+			break
+		}
+		j++
+	}
+	if j >= 0 {
+		return 1 / float64(1+skipped+len(nwords)-len(qwords))
+	}
+	if acronym != "" && len(acronym) <= len(nwords) {
+		k := 0
+		for _, w := range nwords {
+			if k < len(acronym) && w[0] == acronym[k] {
+				k++
+			}
+		}
+		if k == len(acronym) {
+			return 0.5 / float64(1+len(nwords)-len(acronym))
+		}
+	}
+	return 0
+}
+
+// kindBoost prefers types and functions to members and variables.
+func kindBoost(kind string) float64 {
+	switch kind {
+	case "type", "struct", "interface", "class", "enum", "trait", "function":
+		return 0.15
+	case "method", "constructor", "macro", "module":
+		return 0.1
+	case "const", "var":
+		return 0.05
+	}
+	return 0
+}
+
+// pathPenalty lowers definitions in tests, test data and vendored code.
+func pathPenalty(p string) float64 {
+	pen := 0.0
+	base := path.Base(p)
+	if strings.HasSuffix(base, "_test.go") || strings.HasPrefix(base, "test_") || strings.Contains(base, ".test.") || strings.Contains(base, ".spec.") {
+		pen += 0.2
+	}
+	for _, seg := range []string{"testdata/", "vendor/", "node_modules/", "third_party/"} {
+		if strings.HasPrefix(p, seg) || strings.Contains(p, "/"+seg) {
+			pen += 0.2
+		}
+	}
+	return pen
+}
+
+// SearchSymbols finds definitions by name: exact (case-insensitive, with
+// '_' and '-' ignored; an exact-case match scores higher), then prefix,
+// then fuzzy. Within a tier, types and functions rank above members,
+// definitions outside tests above those inside, shorter names above
+// longer. With IncludeRefs, references to the exact name follow the
+// definitions.
+func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]engine.SymbolHit, error) {
+	query := strings.TrimSpace(q.Query)
+	if query == "" {
+		return nil, fmt.Errorf("%w: the symbol query is empty", engine.ErrInvalidRequest)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 20
+	}
+	f, err := newPathFilter(ix, q.Path, "")
+	if err != nil {
+		return nil, err
+	}
+	s := ix.snap()
+	t := ix.symbols(s)
+	qn := normName(query)
+	var qwords []string
+	splitWords(query, func(w string) { qwords = append(qwords, w) })
+	acronym := ""
+	if len(qwords) == 1 && len(query) <= 5 && strings.ToLower(query) == query {
+		acronym = query
+	}
+
+	scores := map[string]float64{} // normalised name → tier score
+	if _, ok := t.byNorm[qn]; ok {
+		scores[qn] = scoreExact
+	}
+	lo, hi := prefixRange(t.norms, qn)
+	for i := lo; i < hi && i < lo+maxCandidateNames; i++ {
+		if _, ok := scores[t.norms[i]]; !ok {
+			scores[t.norms[i]] = scorePrefix + 0.5*float64(len(qn))/float64(len(t.norms[i]))
+		}
+	}
+	enough := 0
+	for n := range scores {
+		enough += len(t.byNorm[n])
+	}
+	if len(qwords) > 0 && enough < limit {
+		seen := 0
+		wlo, whi := prefixRange(t.words, qwords[0])
+		if acronym != "" {
+			wlo, whi = prefixRange(t.words, acronym[:1])
+		}
+		for wi := wlo; wi < whi && seen < maxCandidateNames; wi++ {
+			for _, n := range t.wordNorms[wi] {
+				if _, ok := scores[n]; ok {
+					continue
+				}
+				seen++
+				name := t.syms[t.byNorm[n][0]].seg.str(t.syms[t.byNorm[n][0]].info().name)
+				if fs := fuzzyScore(qwords, acronym, name); fs > 0 {
+					scores[n] = scoreFuzzy + 0.5*fs
+				}
+			}
+		}
+	}
+
+	var hits []engine.SymbolHit
+	for n, score := range scores {
+		match := "fuzzy"
+		switch {
+		case score >= scoreExact:
+			match = "exact"
+		case score >= scorePrefix:
+			match = "prefix"
+		}
+		for _, si := range t.byNorm[n] {
+			ref := t.syms[si]
+			sy := ref.info()
+			d := &ref.seg.docs[ref.doc]
+			name := ref.seg.str(sy.name)
+			kind := ref.seg.str(sy.kind)
+			if q.Kind != "" && kind != q.Kind {
+				continue
+			}
+			sc := score + kindBoost(kind)
+			if name == query {
+				sc += 0.2
+			}
+			sc -= 0.001 * float64(len(name))
+			for _, p := range s.paths[d.content] {
+				if !f.match(p) {
+					continue
+				}
+				hits = append(hits, engine.SymbolHit{
+					Name: name, Kind: kind, Container: ref.seg.str(sy.container), Path: p,
+					Language: ref.seg.str(d.lang), StartLine: int(sy.line), EndLine: int(sy.end),
+					Definition: true, Match: match, Score: sc - pathPenalty(p),
+				})
+			}
+		}
+	}
+	sortHits(hits)
+	if q.IncludeRefs && len(hits) < limit {
+		refs, err := ix.references(ctx, s, query, f, limit-len(hits))
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, refs...)
+	}
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	return hits, nil
+}
+
+// matchTier orders match kinds: exact before prefix before fuzzy, whatever
+// the boosts within a tier.
+var matchTier = map[string]int{"exact": 0, "prefix": 1, "fuzzy": 2}
+
+func sortHits(hits []engine.SymbolHit) {
+	sort.SliceStable(hits, func(i, j int) bool {
+		if ti, tj := matchTier[hits[i].Match], matchTier[hits[j].Match]; ti != tj {
+			return ti < tj
+		}
+		if hits[i].Score != hits[j].Score {
+			return hits[i].Score > hits[j].Score
+		}
+		if hits[i].Path != hits[j].Path {
+			return hits[i].Path < hits[j].Path
+		}
+		return hits[i].StartLine < hits[j].StartLine
+	})
+}
+
+// symbols returns the symbol table of the current state, building it on
+// first use after a change.
+func (ix *Index) symbols(s snapshot) *symbolTable {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.symtab == nil || ix.base != s.base || ix.delta != s.delta {
+		ix.symtab = buildSymbolTable(ix.snapLocked())
+	}
+	return ix.symtab
+}
+
+func (ix *Index) snapLocked() snapshot {
+	return snapshot{base: ix.base, delta: ix.delta, files: ix.files, paths: ix.paths}
+}
+
+// references returns up to limit references to name: the contents whose
+// trigrams contain it, their stored references read back.
+func (ix *Index) references(ctx context.Context, s snapshot, name string, f pathFilter, limit int) ([]engine.SymbolHit, error) {
+	var hits []engine.SymbolHit
+	for _, p := range s.candidatePaths(literalQuery(name, false), f) {
+		e := s.files[p]
+		blob, err := ix.svc.analysisBlob(ctx, e.content)
+		if err != nil {
+			return nil, err
+		}
+		an, err := decodeAnalysis(blob, true)
+		if err != nil {
+			return nil, err
+		}
+		i, ok := slices.BinarySearchFunc(an.refs, name, func(r syntax.Ref, n string) int { return strings.Compare(r.Name, n) })
+		if !ok {
+			continue
+		}
+		lang := ix.langOf(s, e.content)
+		for _, l := range an.refs[i].Lines {
+			hits = append(hits, engine.SymbolHit{Name: name, Kind: "reference", Path: p, Language: lang,
+				StartLine: int(l), EndLine: int(l), Match: "exact", Score: 0})
+			if len(hits) == limit {
+				return hits, nil
+			}
+		}
+	}
+	return hits, nil
+}
+
+func (ix *Index) langOf(s snapshot, content int64) string {
+	for _, seg := range s.segments() {
+		if d, ok := seg.byContent[content]; ok {
+			return seg.str(seg.docs[d].lang)
+		}
+	}
+	return ""
+}
