@@ -13,9 +13,9 @@ var (
 	ErrModelNotFound = errors.New("model not found")
 	// ErrModelUnavailable: the provider's server cannot be reached.
 	ErrModelUnavailable = errors.New("model provider unavailable")
-	// ErrUnsupported: the model lacks a capability the request needs
-	// (tool calling, embeddings).
-	ErrUnsupported = errors.New("not supported by the model")
+	// ErrUnsupported: a capability the request needs is missing: the
+	// model cannot call tools or embed, the engine has no index.
+	ErrUnsupported = errors.New("not supported")
 	// ErrInvalidRequest: the request was malformed.
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrUnknownProvider: no model plugin of that provider name is loaded.

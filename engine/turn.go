@@ -324,7 +324,7 @@ func (h *callHost) searcher() (Searcher, error) {
 	if s := h.t.e.opts.Searcher; s != nil {
 		return s, nil
 	}
-	return nil, fmt.Errorf("%w: this engine has no code index; run plexus index, or search with the fs tools", ErrUnsupported)
+	return nil, fmt.Errorf("%w: this engine has no code index (search_text with a pattern still searches the files without one)", ErrUnsupported)
 }
 
 func (h *callHost) SearchSymbols(ctx context.Context, q SymbolQuery) ([]SymbolHit, error) {

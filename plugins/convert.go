@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -151,4 +154,176 @@ func jsonOrEmpty(raw json.RawMessage) string {
 		return "{}"
 	}
 	return string(raw)
+}
+
+// hostErrorCodes maps the engine errors a ToolHost returns onto the gRPC
+// codes of HostService (proto/plexus/v1/host.proto), first match wins.
+var hostErrorCodes = []struct {
+	err  error
+	code codes.Code
+}{
+	{engine.ErrUnsupported, codes.FailedPrecondition},
+	{engine.ErrInvalidRequest, codes.InvalidArgument},
+	{engine.ErrNotFound, codes.NotFound},
+	{engine.ErrPermissionDenied, codes.PermissionDenied},
+	{engine.ErrTimeout, codes.DeadlineExceeded},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	{context.Canceled, codes.Canceled},
+}
+
+// hostErrorToStatus maps an error of an engine.ToolHost onto a gRPC status
+// whose message is err's text, verbatim.
+func hostErrorToStatus(err error) error {
+	for _, m := range hostErrorCodes {
+		if errors.Is(err, m.err) {
+			return status.Error(m.code, err.Error())
+		}
+	}
+	if st, ok := status.FromError(err); ok {
+		return status.Error(st.Code(), err.Error())
+	}
+	return status.Error(codes.Unknown, err.Error())
+}
+
+// HostError is an error a host callback (engine.ToolHost through
+// HostService) returned to a plugin. Error is the host's message verbatim;
+// errors.Is matches the engine sentinel of the status code:
+// engine.ErrUnsupported, ErrInvalidRequest, ErrNotFound,
+// ErrPermissionDenied, ErrTimeout, or context.Canceled.
+type HostError struct {
+	// Kind is the sentinel the error matches, nil when the host's error
+	// was unclassified.
+	Kind    error
+	Message string
+}
+
+func (e *HostError) Error() string { return e.Message }
+
+// Is reports whether target is e's Kind.
+func (e *HostError) Is(target error) bool { return e.Kind != nil && target == e.Kind }
+
+// hostErrorFromStatus turns the gRPC error of a HostService call back into
+// the host's error: a *HostError for the codes the host sends, ctx's error
+// when ctx has ended, and a wrapped transport error otherwise. A host that
+// predates the RPC (Unimplemented) is reported as engine.ErrUnsupported.
+func hostErrorFromStatus(ctx context.Context, rpc string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("host callback %s: %w", rpc, err)
+	}
+	switch st.Code() {
+	case codes.Unimplemented:
+		return &HostError{Kind: engine.ErrUnsupported, Message: fmt.Sprintf("the Plexus host does not offer %s (it is older than this plugin): %s", rpc, st.Message())}
+	case codes.Unknown:
+		return &HostError{Message: st.Message()}
+	}
+	for _, m := range hostErrorCodes {
+		if m.code == st.Code() {
+			return &HostError{Kind: m.err, Message: st.Message()}
+		}
+	}
+	return fmt.Errorf("host callback %s: %w", rpc, err)
+}
+
+// int32Of converts a count or line number for the wire, saturating at
+// the int32 range.
+func int32Of(n int) int32 {
+	return int32(max(math.MinInt32, min(n, math.MaxInt32)))
+}
+
+func symbolQueryToProto(callID string, q engine.SymbolQuery) *pb.SearchSymbolsRequest {
+	return &pb.SearchSymbolsRequest{
+		CallId: callID, Query: q.Query, Kind: q.Kind, Path: q.Path, IncludeRefs: q.IncludeRefs, Limit: int32Of(q.Limit),
+	}
+}
+
+func symbolQueryFromProto(r *pb.SearchSymbolsRequest) engine.SymbolQuery {
+	return engine.SymbolQuery{
+		Query: r.GetQuery(), Kind: r.GetKind(), Path: r.GetPath(), IncludeRefs: r.GetIncludeRefs(), Limit: int(r.GetLimit()),
+	}
+}
+
+func symbolHitsToProto(hits []engine.SymbolHit) []*pb.SymbolHit {
+	out := make([]*pb.SymbolHit, len(hits))
+	for i, h := range hits {
+		out[i] = &pb.SymbolHit{
+			Name: h.Name, Kind: h.Kind, Container: h.Container, Path: h.Path, Language: h.Language,
+			StartLine: int32Of(h.StartLine), EndLine: int32Of(h.EndLine), Definition: h.Definition,
+			Match: h.Match, Score: h.Score,
+		}
+	}
+	return out
+}
+
+func symbolHitsFromProto(hits []*pb.SymbolHit) []engine.SymbolHit {
+	out := make([]engine.SymbolHit, len(hits))
+	for i, h := range hits {
+		out[i] = engine.SymbolHit{
+			Name: h.GetName(), Kind: h.GetKind(), Container: h.GetContainer(), Path: h.GetPath(), Language: h.GetLanguage(),
+			StartLine: int(h.GetStartLine()), EndLine: int(h.GetEndLine()), Definition: h.GetDefinition(),
+			Match: h.GetMatch(), Score: h.GetScore(),
+		}
+	}
+	return out
+}
+
+func textQueryToProto(callID string, q engine.TextQuery) *pb.SearchTextRequest {
+	return &pb.SearchTextRequest{
+		CallId: callID, Pattern: q.Pattern, Regex: q.Regex, CaseInsensitive: q.CaseInsensitive, Path: q.Path,
+		Include: q.Include, ContextLines: int32Of(q.ContextLines), Limit: int32Of(q.Limit),
+	}
+}
+
+func textQueryFromProto(r *pb.SearchTextRequest) engine.TextQuery {
+	return engine.TextQuery{
+		Pattern: r.GetPattern(), Regex: r.GetRegex(), CaseInsensitive: r.GetCaseInsensitive(), Path: r.GetPath(),
+		Include: r.GetInclude(), ContextLines: int(r.GetContextLines()), Limit: int(r.GetLimit()),
+	}
+}
+
+func textMatchToProto(m engine.TextMatch) *pb.TextMatch {
+	return &pb.TextMatch{
+		Path: m.Path, Line: int32Of(m.Line), Column: int32Of(m.Column), Text: m.Text, Before: m.Before, After: m.After,
+	}
+}
+
+func textMatchFromProto(m *pb.TextMatch) engine.TextMatch {
+	return engine.TextMatch{
+		Path: m.GetPath(), Line: int(m.GetLine()), Column: int(m.GetColumn()), Text: m.GetText(),
+		Before: m.GetBefore(), After: m.GetAfter(),
+	}
+}
+
+// sameMatches reports whether two lists hold the same matches in the same
+// order.
+func sameMatches(a, b []engine.TextMatch) bool {
+	return slices.EqualFunc(a, b, func(x, y engine.TextMatch) bool {
+		return x.Path == y.Path && x.Line == y.Line && x.Column == y.Column && x.Text == y.Text &&
+			slices.Equal(x.Before, y.Before) && slices.Equal(x.After, y.After)
+	})
+}
+
+func chunkHitsToProto(hits []engine.ChunkHit) []*pb.ChunkHit {
+	out := make([]*pb.ChunkHit, len(hits))
+	for i, h := range hits {
+		out[i] = &pb.ChunkHit{
+			Path: h.Path, StartLine: int32Of(h.StartLine), EndLine: int32Of(h.EndLine), Language: h.Language,
+			Kind: h.Kind, Name: h.Name, Score: h.Score, Text: h.Text,
+		}
+	}
+	return out
+}
+
+func chunkHitsFromProto(hits []*pb.ChunkHit) []engine.ChunkHit {
+	out := make([]engine.ChunkHit, len(hits))
+	for i, h := range hits {
+		out[i] = engine.ChunkHit{
+			Path: h.GetPath(), StartLine: int(h.GetStartLine()), EndLine: int(h.GetEndLine()), Language: h.GetLanguage(),
+			Kind: h.GetKind(), Name: h.GetName(), Score: h.GetScore(), Text: h.GetText(),
+		}
+	}
+	return out
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/plugins/internal/testtools"
 )
 
 // pluginBin is the test plugin binary, built once by TestMain.
@@ -162,7 +165,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != 9 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
+	if len(specs) != 10 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
 		t.Fatalf("specs = %+v", specs)
 	}
 	res, updates, err := invoke(t, ts, "echo", `{"text":"hello"}`)
@@ -270,10 +273,27 @@ func TestDeadlineReachesPlugin(t *testing.T) {
 	}
 }
 
-// recordingHost approves everything and records what it was asked.
+// recordingHost approves every other action and answers searches with
+// canned results, recording what it was asked.
 type recordingHost struct {
-	mu  sync.Mutex
-	got []engine.ActionApproval
+	mu      sync.Mutex
+	got     []engine.ActionApproval
+	queries []any // each search query, in the order received
+
+	symbols []engine.SymbolHit
+	chunks  []engine.ChunkHit
+	vectors []engine.ChunkHit
+	// streamed are the matches SearchText reports through onMatch; text is
+	// its result (whose Matches may differ from streamed).
+	streamed []engine.TextMatch
+	text     engine.TextResult
+	// firstSeen, when set, is closed by the test once the first match has
+	// reached it; SearchText waits for that before the second match, so a
+	// shim that only delivers matches with the result fails.
+	firstSeen chan struct{}
+	// errs are the errors of the search methods, by method name; a text
+	// search fails after streaming its matches.
+	errs map[string]error
 }
 
 func (h *recordingHost) RequestApproval(_ context.Context, a engine.ActionApproval) (engine.ApprovalDecision, error) {
@@ -281,6 +301,56 @@ func (h *recordingHost) RequestApproval(_ context.Context, a engine.ActionApprov
 	defer h.mu.Unlock()
 	h.got = append(h.got, a)
 	return engine.ApprovalDecision{Approved: len(h.got)%2 == 1, Reason: fmt.Sprintf("answer %d", len(h.got))}, nil
+}
+
+func (h *recordingHost) record(q any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.queries = append(h.queries, q)
+}
+
+func (h *recordingHost) SearchSymbols(_ context.Context, q engine.SymbolQuery) ([]engine.SymbolHit, error) {
+	h.record(q)
+	if err := h.errs["SearchSymbols"]; err != nil {
+		return nil, err
+	}
+	return h.symbols, nil
+}
+
+func (h *recordingHost) SearchText(ctx context.Context, q engine.TextQuery, onMatch func(engine.TextMatch)) (engine.TextResult, error) {
+	h.record(q)
+	for i, m := range h.streamed {
+		onMatch(m)
+		if i == 0 && h.firstSeen != nil {
+			select {
+			case <-h.firstSeen:
+			case <-time.After(10 * time.Second):
+				return engine.TextResult{}, errors.New("the first match did not reach the tool while the search ran: matches are not streamed")
+			case <-ctx.Done():
+				return engine.TextResult{}, ctx.Err()
+			}
+		}
+	}
+	if err := h.errs["SearchText"]; err != nil {
+		return engine.TextResult{}, err
+	}
+	return h.text, nil
+}
+
+func (h *recordingHost) SearchChunks(_ context.Context, q engine.ChunkQuery) ([]engine.ChunkHit, error) {
+	h.record(q)
+	if err := h.errs["SearchChunks"]; err != nil {
+		return nil, err
+	}
+	return h.chunks, nil
+}
+
+func (h *recordingHost) SearchVectors(_ context.Context, q engine.ChunkQuery) ([]engine.ChunkHit, error) {
+	h.record(q)
+	if err := h.errs["SearchVectors"]; err != nil {
+		return nil, err
+	}
+	return h.vectors, nil
 }
 
 func TestHostCallbackThroughBroker(t *testing.T) {
@@ -309,6 +379,190 @@ func TestHostCallbackThroughBroker(t *testing.T) {
 	_, _, err := invoke(t, ts, "ask", `{}`)
 	if err == nil || !strings.Contains(err.Error(), "no host callbacks") {
 		t.Errorf("ask without host: %v", err)
+	}
+}
+
+// searchQueries sets every field of every query to a value other than its
+// zero value, so that a field the shims drop shows.
+var searchQueries = testtools.SearchArgs{
+	Symbols: &engine.SymbolQuery{Query: "ReadFile", Kind: "function", Path: "tools/fs", IncludeRefs: true, Limit: 7},
+	Text: &engine.TextQuery{Pattern: `func (New|Open)\b`, Regex: true, CaseInsensitive: true, Path: "engine",
+		Include: "**/*.go", ContextLines: 2, Limit: 40},
+	Chunks:  &engine.ChunkQuery{Query: "where are retries configured", Path: "models", Limit: 3},
+	Vectors: &engine.ChunkQuery{Query: "parse a gitignore file", Path: "engine/workspace", Limit: 4},
+}
+
+// invokeSearch runs the test plugin's search tool with host and returns its
+// report and the match outputs it streamed. When host.firstSeen is set,
+// it is closed when the first match output arrives.
+func invokeSearch(t *testing.T, ts engine.Toolset, host *recordingHost, args testtools.SearchArgs) (testtools.SearchReport, []string) {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var outputs []string
+	res, err := ts.Invoke(ctx, engine.InvokeRequest{CallID: "search-1", Tool: "search", Args: raw, WorkspaceRoot: "/w", Host: host},
+		func(u engine.ToolUpdate) {
+			if u.Output == nil || u.Output.Stream != "match" {
+				return
+			}
+			outputs = append(outputs, u.Output.Text)
+			if len(outputs) == 1 && host.firstSeen != nil {
+				close(host.firstSeen)
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep testtools.SearchReport
+	if err := json.Unmarshal(res.Content, &rep); err != nil {
+		t.Fatalf("search report %s: %v", res.Content, err)
+	}
+	return rep, outputs
+}
+
+// textMatches returns n matches with context lines, in file order.
+func textMatches(n int) []engine.TextMatch {
+	out := make([]engine.TextMatch, n)
+	for i := range out {
+		out[i] = engine.TextMatch{Path: fmt.Sprintf("engine/f%02d.go", i/3), Line: 10 + i, Column: 1 + i%5,
+			Text: fmt.Sprintf("func New%d() *T { // é%d", i, i), Before: []string{"// doc", ""}, After: []string{"\treturn nil"}}
+	}
+	return out
+}
+
+func TestHostSearchThroughBroker(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	matches := textMatches(25)
+	host := &recordingHost{
+		symbols: []engine.SymbolHit{
+			{Name: "ReadFile", Kind: "function", Container: "Tools", Path: "tools/fs/read.go", Language: "go",
+				StartLine: 45, EndLine: 97, Definition: true, Match: "exact", Score: 12.625},
+			{Name: "readFile", Kind: "method", Path: "tools/fs/fs.go", Language: "go", StartLine: 3, EndLine: 3, Match: "fuzzy", Score: 0.1},
+		},
+		streamed:  matches,
+		text:      engine.TextResult{Matches: matches, FilesSearched: 12, Truncated: true},
+		firstSeen: make(chan struct{}),
+		chunks: []engine.ChunkHit{{Path: "models/ollama/client.go", StartLine: 1, EndLine: 40, Language: "go",
+			Kind: "function", Name: "retry", Score: 3.5, Text: "func retry() {}\n"}},
+		vectors: []engine.ChunkHit{{Path: "engine/workspace/ignore.go", StartLine: 31, EndLine: 45, Language: "go", Score: 0.875}},
+	}
+	rep, outputs := invokeSearch(t, ts, host, searchQueries)
+
+	// The host got every query field for field, in call order.
+	want := []any{*searchQueries.Symbols, *searchQueries.Text, *searchQueries.Chunks, *searchQueries.Vectors}
+	if !reflect.DeepEqual(host.queries, want) {
+		t.Errorf("host got queries\n%+v\nwant\n%+v", host.queries, want)
+	}
+	if rep.Symbols == nil || rep.Symbols.Error != nil || !reflect.DeepEqual(rep.Symbols.Hits, host.symbols) {
+		t.Errorf("symbols = %+v, want %+v", rep.Symbols, host.symbols)
+	}
+	if rep.Chunks == nil || rep.Chunks.Error != nil || !reflect.DeepEqual(rep.Chunks.Hits, host.chunks) {
+		t.Errorf("chunks = %+v, want %+v", rep.Chunks, host.chunks)
+	}
+	if rep.Vectors == nil || rep.Vectors.Error != nil || !reflect.DeepEqual(rep.Vectors.Hits, host.vectors) {
+		t.Errorf("vectors = %+v, want %+v", rep.Vectors, host.vectors)
+	}
+	if rep.Text == nil {
+		t.Fatal("no text search report")
+	}
+	if e := rep.Text.Error; e != nil {
+		t.Fatalf("text search: %q (matches %q)", e.Message, e.Is)
+	}
+	if !reflect.DeepEqual(rep.Text.Streamed, matches) {
+		t.Errorf("streamed matches\n%+v\nwant\n%+v", rep.Text.Streamed, matches)
+	}
+	if !reflect.DeepEqual(rep.Text.Result, host.text) {
+		t.Errorf("text result\n%+v\nwant\n%+v", rep.Text.Result, host.text)
+	}
+	// Each match reached the caller as an output, in order.
+	var wantOut []string
+	for _, m := range matches {
+		b, _ := json.Marshal(m)
+		wantOut = append(wantOut, string(b))
+	}
+	if !slices.Equal(outputs, wantOut) {
+		t.Errorf("match outputs\n%q\nwant\n%q", outputs, wantOut)
+	}
+}
+
+// TestHostSearchTextFinalList: when the host's final list is not what it
+// streamed, the plugin's result is the final list.
+func TestHostSearchTextFinalList(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	m := textMatches(3)
+	for _, tt := range []struct {
+		name           string
+		streamed, last []engine.TextMatch
+		wantLast       []engine.TextMatch
+	}{
+		{"reordered and cut", m, []engine.TextMatch{m[2], m[0]}, []engine.TextMatch{m[2], m[0]}},
+		{"none streamed", nil, m[:1], m[:1]},
+		{"streamed, none kept", m, nil, []engine.TextMatch{}},
+		{"nothing", nil, nil, []engine.TextMatch{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			host := &recordingHost{streamed: tt.streamed, text: engine.TextResult{Matches: tt.last, FilesSearched: 3}}
+			rep, _ := invokeSearch(t, ts, host, testtools.SearchArgs{Text: &engine.TextQuery{Pattern: "x"}})
+			if rep.Text == nil || rep.Text.Error != nil || rep.Text.Result.FilesSearched != 3 {
+				t.Fatalf("text = %+v", rep.Text)
+			}
+			if !reflect.DeepEqual(rep.Text.Result.Matches, tt.wantLast) {
+				t.Errorf("result matches %+v, want %+v", rep.Text.Result.Matches, tt.wantLast)
+			}
+			if len(rep.Text.Streamed) != len(tt.streamed) {
+				t.Errorf("streamed %d matches, want %d", len(rep.Text.Streamed), len(tt.streamed))
+			}
+		})
+	}
+}
+
+// TestHostSearchErrors: the plugin gets the host's error text verbatim,
+// matching the engine sentinel it wrapped.
+func TestHostSearchErrors(t *testing.T) {
+	ts := newManager(t, plugins.Options{}).Toolset()
+	tests := []struct {
+		name string
+		err  error
+		is   []string // the sentinels the plugin's error matches
+	}{
+		{"unsupported", fmt.Errorf("%w: this engine has no code index; run plexus index, or search with the fs tools", engine.ErrUnsupported), []string{"unsupported"}},
+		{"invalid request", fmt.Errorf("%w: pattern %q: error parsing regexp: missing closing ): `a(b`", engine.ErrInvalidRequest, "a(b"), []string{"invalid_request"}},
+		{"not found", fmt.Errorf("%w: /w is not an indexed workspace", engine.ErrNotFound), []string{"not_found"}},
+		{"timeout", fmt.Errorf("%w: the index is still loading", engine.ErrTimeout), []string{"timeout"}},
+		{"tool error", engine.ToolErrorf(engine.ToolCodeInvalidInput, "kind %q is unknown", "fn"), []string{"invalid_request"}},
+		{"unclassified", errors.New("index shard 3: checksum mismatch"), []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			streamed := textMatches(2)
+			host := &recordingHost{streamed: streamed, errs: map[string]error{
+				"SearchSymbols": tt.err, "SearchText": tt.err, "SearchChunks": tt.err, "SearchVectors": tt.err,
+			}}
+			rep, outputs := invokeSearch(t, ts, host, searchQueries)
+			check := func(method string, got *testtools.ErrorReport) {
+				t.Helper()
+				want := tt.err.Error()
+				if got == nil {
+					t.Errorf("%s: no error, want %q", method, want)
+					return
+				}
+				if got.Message != want || !slices.Equal(got.Is, tt.is) {
+					t.Errorf("%s: error %q matching %q\nwant  %q matching %q", method, got.Message, got.Is, want, tt.is)
+				}
+			}
+			check("SearchSymbols", rep.Symbols.Error)
+			check("SearchText", rep.Text.Error)
+			check("SearchChunks", rep.Chunks.Error)
+			check("SearchVectors", rep.Vectors.Error)
+			// Matches streamed before the error still arrived.
+			if !reflect.DeepEqual(rep.Text.Streamed, streamed) || len(outputs) != 2 {
+				t.Errorf("streamed before the error: %+v (%d outputs)", rep.Text.Streamed, len(outputs))
+			}
+		})
 	}
 }
 
@@ -418,8 +672,8 @@ func TestBrokenPluginLeavesOthersUsable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `start tool plugin "broken"`) {
 		t.Errorf("err = %v, want it to name the broken plugin", err)
 	}
-	if len(specs) != 9 {
-		t.Errorf("got %d tools from the working plugin, want 9", len(specs))
+	if len(specs) != 10 {
+		t.Errorf("got %d tools from the working plugin, want 10", len(specs))
 	}
 	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
 		t.Error(err)

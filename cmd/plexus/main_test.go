@@ -59,7 +59,7 @@ func plexus(t *testing.T, dir, stdin string, env []string, args ...string) resul
 	defer cancel()
 	cmd := exec.CommandContext(ctx, plexusBin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_MODEL=", "OLLAMA_HOST=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=")
+	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "PLEXUS_MODEL=", "OLLAMA_HOST=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
@@ -129,7 +129,7 @@ func TestRunTourOnThisRepository(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"Plan:\n  1. ", "✓ list_files", "✓ read_file", "✓ search_text", "— completed · 4 tool calls"} {
+	for _, want := range []string{"Plan:\n  1. ", "✓ list_files", "✓ read_file", "✓ search_text", "— completed · ", "4 tool calls", "· symbol_search: ", "· reranking: "} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
@@ -256,7 +256,7 @@ func startNDJSON(t *testing.T, dir string, args ...string) *ndjsonSession {
 	t.Helper()
 	cmd := exec.Command(plexusBin, append([]string{"serve", "--transport", "ndjson"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir())
+	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir())
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +402,24 @@ func TestKillToolPluginDuringCall(t *testing.T) {
 		t.Errorf("serve exited with %v\n%s", err, s.stderr)
 	}
 	noProcessesLeft(t, plexusBin)
-	noProcessesLeft(t, "sleep")
+	// The killed call's command (its exact arguments, so other tests'
+	// sleeps do not count).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := processes("sleep")
+		for pid, argv := range left {
+			if strings.Join(argv, " ") != "sleep 29.25" {
+				delete(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed call's command is still running: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestServeStopsOnSIGTERM: a running turn ends with one error line and the
@@ -528,7 +545,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("plugins: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"tool   fs", "read_file, list_files, search_text, write_file (approval)", "run_command (approval)",
+	for _, want := range []string{"tool   fs", "read_file, list_files, write_file (approval)", "tool   search", "search_symbols, search_text, vector_search", "run_command (approval)",
 		"model  ollama", "tool   wordcount  " + bin + "  word_count"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("plugins output lacks %q:\n%s", want, r.stdout)

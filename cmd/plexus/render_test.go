@@ -82,18 +82,19 @@ func TestRendererSeparatesAnswerFromStatus(t *testing.T) {
 	var out, errw bytes.Buffer
 	r := &renderer{out: &out, errw: &errw}
 	for _, d := range []engine.EventData{
+		&engine.RetrievalEvent{Stage: engine.StageTextSearch, Count: 3, Message: "3 chunks match"},
 		&engine.TokenEvent{Text: "Looking"},
 		&engine.ToolCallEvent{Name: "read_file", Args: json.RawMessage(`{"path":"a.go"}`), Status: engine.ToolCompleted, Summary: "3 lines of a.go", Duration: 1500 * time.Microsecond},
 		&engine.ToolCallEvent{Name: "write_file", Args: json.RawMessage(`{"path":"a.go"}`), Status: engine.ToolDenied, Error: "write_file was not run: denied"},
 		&engine.TokenEvent{Text: "Done."},
-		&engine.FinalEvent{Status: engine.TurnCompleted, Metadata: engine.TurnMetadata{ToolCalls: 2, TokensUsed: 42, Duration: time.Second, Model: "replay:x"}},
+		&engine.FinalEvent{Status: engine.TurnCompleted, Metadata: engine.TurnMetadata{RetrievedSnippets: 4, ToolCalls: 2, TokensUsed: 42, Duration: time.Second, Model: "replay:x"}},
 	} {
 		r.event(engine.Event{Data: d})
 	}
 	if got, want := out.String(), "Looking\nDone.\n"; got != want {
 		t.Errorf("stdout = %q, want %q", got, want)
 	}
-	want := "✓ read_file path=a.go — 3 lines of a.go (2ms)\n⊘ write_file path=a.go — write_file was not run: denied\n— completed · 2 tool calls · 42 tokens · 1s · replay:x\n"
+	want := "· text_search: 3 chunks match\n✓ read_file path=a.go — 3 lines of a.go (2ms)\n⊘ write_file path=a.go — write_file was not run: denied\n— completed · 4 snippets retrieved · 2 tool calls · 42 tokens · 1s · replay:x\n"
 	if errw.String() != want {
 		t.Errorf("stderr =\n%s\nwant\n%s", errw.String(), want)
 	}

@@ -26,6 +26,11 @@ type globalFlags struct {
 	numCtx        int
 	keepAlive     time.Duration
 	maxSteps      int
+	dataDir       string
+	embedModel    string
+	// longRunning is set by serve: the index then embeds new chunks in
+	// the background.
+	longRunning bool
 }
 
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -52,6 +57,8 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	pf.StringVar(&g.ollamaHost, "ollama-host", "", "Ollama server URL (default $OLLAMA_HOST, else http://127.0.0.1:11434)")
 	pf.StringVar(&g.openaiBaseURL, "openai-base-url", "", "OpenAI-compatible API base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
 	pf.StringVar(&g.openaiAPIKey, "openai-api-key", "", "API key for the OpenAI-compatible server (default $OPENAI_API_KEY)")
+	pf.StringVar(&g.dataDir, "data-dir", "", "where Plexus keeps its database (code index) (default $PLEXUS_DATA_DIR, else $XDG_DATA_HOME/plexus)")
+	pf.StringVar(&g.embedModel, "embed-model", "", "model that embeds code for vector search, PROVIDER:MODEL, or none (default: the --model)")
 	pf.IntVar(&g.numCtx, "num-ctx", 8192, "context window in tokens asked of the model (Ollama's num_ctx; its own default is too small for tool schemas); 0 leaves the provider's default")
 	pf.DurationVar(&g.keepAlive, "keep-alive", 0, "how long Ollama keeps the model loaded after a call, e.g. 30m (0: Ollama's default)")
 	pf.IntVar(&g.maxSteps, "max-steps", engine.DefaultMaxSteps, "most model calls in one turn")
@@ -63,6 +70,8 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 		newServeCmd(g),
 		newPluginsCmd(g),
 		newModelsCmd(g),
+		newIndexCmd(g),
+		newSearchCmd(g),
 		newPluginCmd(),
 		newVersionCmd(),
 	)
@@ -81,6 +90,29 @@ func (g *globalFlags) applyEnvDefaults() {
 	if g.pluginDirs == nil {
 		g.pluginDirs = defaultPluginDirs()
 	}
+	if g.dataDir == "" {
+		g.dataDir = defaultDataDir()
+	}
+}
+
+// defaultDataDir is $PLEXUS_DATA_DIR or $XDG_DATA_HOME/plexus
+// (~/.local/share/plexus).
+func defaultDataDir() string {
+	if d := os.Getenv("PLEXUS_DATA_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(xdgDataHome(), "plexus")
+}
+
+func xdgDataHome() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return os.TempDir()
+	}
+	return filepath.Join(home, ".local", "share")
 }
 
 func envOr(key, def string) string {
@@ -96,15 +128,7 @@ func defaultPluginDirs() []string {
 	if p := os.Getenv("PLEXUS_PLUGIN_PATH"); p != "" {
 		return filepath.SplitList(p)
 	}
-	data := os.Getenv("XDG_DATA_HOME")
-	if data == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return nil
-		}
-		data = filepath.Join(home, ".local", "share")
-	}
-	return []string{filepath.Join(data, "plexus", "plugins")}
+	return []string{filepath.Join(xdgDataHome(), "plexus", "plugins")}
 }
 
 // logger writes text logs to stderr at the --log-level.

@@ -147,6 +147,8 @@ func (r *renderer) event(e engine.Event) {
 			}
 		}
 		r.status("%s", b.String())
+	case *engine.RetrievalEvent:
+		r.status("· %s: %s", d.Stage, d.Message)
 	case *engine.ToolCallEvent:
 		r.toolCall(d)
 	case *engine.ErrorEvent:
@@ -191,6 +193,9 @@ func (r *renderer) final(d *engine.FinalEvent) {
 	r.breakLine()
 	md := d.Metadata
 	facts := []string{string(d.Status)}
+	if md.RetrievedSnippets > 0 {
+		facts = append(facts, plural(md.RetrievedSnippets, "snippet")+" retrieved")
+	}
 	if md.ToolCalls > 0 {
 		facts = append(facts, plural(md.ToolCalls, "tool call"))
 	}

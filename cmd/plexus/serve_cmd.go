@@ -33,6 +33,7 @@ closing stdin) shuts down gracefully: running turns end with a response.`,
 			default:
 				return usageErr("transport %q is not available; available: ndjson", transport)
 			}
+			g.longRunning = true
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), true, nil)
 			if err != nil {
 				return err

@@ -1,20 +1,24 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/engine/index"
 	"github.com/plexus-agent/plexus/models/ollama"
 	"github.com/plexus-agent/plexus/models/openai"
 	"github.com/plexus-agent/plexus/models/replay"
 	"github.com/plexus-agent/plexus/plugins"
 	fstool "github.com/plexus-agent/plexus/tools/fs"
+	"github.com/plexus-agent/plexus/tools/search"
 	"github.com/plexus-agent/plexus/tools/shell"
 )
 
@@ -22,6 +26,7 @@ import (
 // `plexus plugin serve KIND NAME` in its own process.
 var builtins = map[plugins.Ref]func(){
 	{Kind: plugins.KindTool, Name: "fs"}:      fstool.Serve,
+	{Kind: plugins.KindTool, Name: "search"}:  search.Serve,
 	{Kind: plugins.KindTool, Name: "shell"}:   shell.Serve,
 	{Kind: plugins.KindModel, Name: "ollama"}: ollama.Serve,
 	{Kind: plugins.KindModel, Name: "openai"}: openai.Serve,
@@ -42,10 +47,12 @@ func builtinRefs() []plugins.Ref {
 	return refs
 }
 
-// runtime is the engine and its plugin host, wired from the flags.
+// runtime is the engine, its plugin host and its code index, wired from
+// the flags.
 type runtime struct {
 	log       *slog.Logger
 	plugins   *plugins.Manager
+	index     *index.Service
 	engine    *engine.Engine
 	workspace *engine.Workspace
 }
@@ -82,30 +89,83 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		return nil, usageErr("--num-ctx and --keep-alive must not be negative, --max-steps must be at least 1")
 	}
 	models := mgr.Models()
+	if _, ok := models[ref.Provider]; needModel && !ok {
+		mgr.Close()
+		return nil, usageErr("--model %s: %w %q (loaded providers: %s)", g.model, engine.ErrUnknownProvider, ref.Provider, strings.Join(sortedKeys(models), ", "))
+	}
 	if m, ok := models[ref.Provider]; ok && record != nil {
 		models[ref.Provider] = replay.NewRecorder(m, record)
 	}
+	idx, err := g.openIndex(context.Background(), models, log)
+	if err != nil {
+		mgr.Close()
+		return nil, err
+	}
 	eng, err := engine.New(engine.Options{
-		Models:   models,
-		Tools:    mgr.Toolset(),
-		Model:    ref,
-		Logger:   log,
-		MaxSteps: g.maxSteps,
-		Chat:     engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
+		Searcher:  idx,
+		Retriever: idx,
+		Models:    models,
+		Tools:     mgr.Toolset(),
+		Model:     ref,
+		Logger:    log,
+		MaxSteps:  g.maxSteps,
+		Chat:      engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
 	})
 	if err != nil {
+		idx.Close()
 		mgr.Close()
 		return nil, usageErr("--model %s: %v", g.model, err)
 	}
 	ws, err := eng.OpenWorkspace(g.workspace)
 	if err != nil {
+		idx.Close()
 		mgr.Close()
 		return nil, usageErr("--workspace: %v", err)
 	}
-	return &runtime{log: log, plugins: mgr, engine: eng, workspace: ws}, nil
+	return &runtime{log: log, plugins: mgr, index: idx, engine: eng, workspace: ws}, nil
 }
 
-func (r *runtime) Close() { r.plugins.Close() }
+// Close stops the index (and its background embedding) and the plugins.
+func (r *runtime) Close() {
+	r.index.Close()
+	r.plugins.Close()
+}
+
+// openIndex opens the code index in the data directory. Chunks are
+// embedded with --embed-model, by default the --model (the issue's "current
+// model"); "none" turns vector search off.
+func (g *globalFlags) openIndex(ctx context.Context, models map[string]engine.Model, log *slog.Logger) (*index.Service, error) {
+	opts := index.Options{Path: filepath.Join(g.dataDir, "plexus.db"), Logger: log, EmbedInBackground: g.longRunning}
+	embed := g.embedModel
+	if embed == "" {
+		embed = g.model
+	}
+	if embed != "" && embed != "none" {
+		ref, err := engine.ParseModelRef(embed)
+		if err != nil {
+			return nil, usageErr("--embed-model: %v", err)
+		}
+		m, ok := models[ref.Provider]
+		if !ok {
+			return nil, usageErr("--embed-model %s: no model provider %q is loaded", embed, ref.Provider)
+		}
+		opts.Embedder, opts.EmbedModel, opts.EmbedLabel = m, ref.Name, ref.String()
+	}
+	svc, err := index.Open(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open the index in %s: %w (choose another place with --data-dir)", g.dataDir, err)
+	}
+	return svc, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
 
 func nonEmpty(m map[string]string) map[string]string {
 	for k, v := range m {

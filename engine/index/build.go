@@ -547,4 +547,3 @@ func (ix *Index) reporter(fn func(Progress)) func(p Progress, force bool) {
 }
 
 func defaultWorkers() int { return max(1, runtime.GOMAXPROCS(0)) }
-

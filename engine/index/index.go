@@ -43,6 +43,10 @@ type Options struct {
 	// VectorPrecision is how vectors are held in memory (float32
 	// default, or int8).
 	VectorPrecision vector.Precision
+	// EmbedInBackground embeds new chunks in the background after each
+	// update (for long-running servers). Without it, vectors come only
+	// from Index.Embed and from earlier runs.
+	EmbedInBackground bool
 }
 
 // Service is the code index of every workspace, in one database. It
@@ -127,9 +131,9 @@ type Index struct {
 	paths     map[int64][]string   // content → its paths
 	base      *segment             // nil until the first full build
 	gen       int64
-	delta     *segment             // contents changed since base; may be nil
-	deltaDocs map[int64]*docData   // what delta is built from
-	symtab    *symbolTable         // built lazily from base and delta
+	delta     *segment           // contents changed since base; may be nil
+	deltaDocs map[int64]*docData // what delta is built from
+	symtab    *symbolTable       // built lazily from base and delta
 	updated   time.Time
 
 	// hashMap locates live chunks by text hash for vector hits, cached
@@ -289,4 +293,3 @@ func (ix *Index) Status() Status {
 func walkOptions() workspace.WalkOptions {
 	return workspace.WalkOptions{OnError: func(rel string, err error) error { return nil }}
 }
-

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/index/vector"
@@ -25,6 +26,9 @@ type vectorState struct {
 	done    int  // chunks with vectors
 	total   int  // live chunks
 	err     error
+	// loadedBase and loadedDelta are the segments whose stored vectors
+	// loadVectors last put in the matrix.
+	loadedBase, loadedDelta *segment
 }
 
 // embeddingBatch is how many chunks are embedded between matrix updates.
@@ -34,7 +38,7 @@ const embeddingBatch = 512
 // workspace's chunks. It never blocks: lexical search does not wait.
 func (ix *Index) kickEmbedding() {
 	svc := ix.svc
-	if svc.opts.Embedder == nil || svc.bg == nil {
+	if svc.opts.Embedder == nil || !svc.opts.EmbedInBackground {
 		return
 	}
 	v := &ix.vec
@@ -51,7 +55,9 @@ func (ix *Index) kickEmbedding() {
 		for {
 			err := ix.embedOnce(svc.bg)
 			v.mu.Lock()
-			v.err = err
+			if svc.bg.Err() == nil {
+				v.err = err
+			}
 			if err != nil && svc.bg.Err() == nil {
 				svc.log.Warn("embedding stopped", "workspace", ix.root, "model", svc.opts.EmbedModel, "error", err)
 			}
@@ -66,10 +72,69 @@ func (ix *Index) kickEmbedding() {
 	}()
 }
 
+// Embed computes the embeddings of every live chunk that lacks one, in the
+// calling goroutine, until done or ctx ends; Status().Vectors shows its
+// progress meanwhile. It returns the vector status afterwards. Without an
+// embedder it returns engine.ErrUnsupported.
+func (ix *Index) Embed(ctx context.Context) (VectorStatus, error) {
+	if ix.svc.opts.Embedder == nil {
+		return ix.vectorStatus(), fmt.Errorf("%w: no embedding model is configured", engine.ErrUnsupported)
+	}
+	v := &ix.vec
+	for {
+		v.mu.Lock()
+		if !v.running {
+			v.running = true
+			v.mu.Unlock()
+			break
+		}
+		v.mu.Unlock()
+		select { // a background run is active; wait for it
+		case <-ctx.Done():
+			return ix.vectorStatus(), ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	err := ix.embedOnce(ctx)
+	v.mu.Lock()
+	v.running = false
+	if ctx.Err() == nil {
+		v.err = err // an interruption is not a reason to skip vectors
+	}
+	v.mu.Unlock()
+	return ix.vectorStatus(), err
+}
+
 // embedOnce brings the matrix up to date with the live chunks: vectors
 // already stored are loaded, the rest are embedded through the embedder in
 // batches.
 func (ix *Index) embedOnce(ctx context.Context) error {
+	return ix.fillVectors(ctx, true)
+}
+
+// loadVectors puts the stored vectors of live chunks into the matrix,
+// computing none; it does the work once per index state.
+func (ix *Index) loadVectors(ctx context.Context) error {
+	s := ix.snap()
+	v := &ix.vec
+	v.mu.Lock()
+	done := v.loadedBase == s.base && v.loadedDelta == s.delta
+	v.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := ix.fillVectors(ctx, false); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.loadedBase, v.loadedDelta = s.base, s.delta
+	v.mu.Unlock()
+	return nil
+}
+
+// fillVectors loads stored vectors of live chunks missing from the matrix
+// and, with compute, embeds the chunks that have none.
+func (ix *Index) fillVectors(ctx context.Context, compute bool) error {
 	svc, v := ix.svc, &ix.vec
 	s := ix.snap()
 	type loc struct {
@@ -102,17 +167,17 @@ func (ix *Index) embedOnce(ctx context.Context) error {
 		return nil
 	}
 	sort.Slice(missing, func(i, j int) bool { return live[missing[i]].path < live[missing[j]].path })
-	model := svc.opts.EmbedModel
+	key := svc.storeKey()
 	files := map[string][]byte{}
 	for lo := 0; lo < len(missing); lo += embeddingBatch {
 		batch := missing[lo:min(lo+embeddingBatch, len(missing))]
-		stored, err := svc.vectors.Get(ctx, model, batch)
+		stored, err := svc.vectors.Get(ctx, key, batch)
 		if err != nil {
 			return err
 		}
 		var items []vector.Item
 		for _, h := range batch {
-			if _, ok := stored[h]; ok {
+			if _, ok := stored[h]; ok || !compute {
 				continue
 			}
 			l := live[h]
@@ -128,10 +193,10 @@ func (ix *Index) embedOnce(ctx context.Context) error {
 			items = append(items, vector.Item{Hash: h, Text: string(lineRange(data, lineStarts(data), l.start, l.end))})
 		}
 		if len(items) > 0 {
-			if _, err := vector.Backfill(ctx, svc.opts.Embedder, model, svc.vectors, items, vector.BackfillOptions{}); err != nil {
+			if _, err := vector.Backfill(ctx, svc.opts.Embedder, svc.opts.EmbedModel, svc.vectors, items, vector.BackfillOptions{StoreKey: key}); err != nil {
 				return err
 			}
-			fresh, err := svc.vectors.Get(ctx, model, batch)
+			fresh, err := svc.vectors.Get(ctx, key, batch)
 			if err != nil {
 				return err
 			}
@@ -142,6 +207,15 @@ func (ix *Index) embedOnce(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// storeKey names the embedder's vectors in the store: PROVIDER:MODEL, so
+// two providers serving a model of the same name never share vectors.
+func (s *Service) storeKey() string {
+	if s.opts.EmbedLabel != "" {
+		return s.opts.EmbedLabel
+	}
+	return s.opts.EmbedModel
 }
 
 // add puts vectors into the matrix, creating it at the first vector's
@@ -214,12 +288,19 @@ func (ix *Index) vectorRank(ctx context.Context, q engine.ChunkQuery) ([]scoredC
 	if strings.TrimSpace(q.Query) == "" {
 		return nil, fmt.Errorf("%w: the query is empty", engine.ErrInvalidRequest)
 	}
+	if ix.svc.opts.Embedder != nil {
+		if err := ix.loadVectors(ctx); err != nil {
+			return nil, err
+		}
+	}
 	st := ix.vectorStatus()
 	switch {
 	case st.Skipped != "" && st.Embedded == 0:
 		return nil, fmt.Errorf("%w: vector search is unavailable: %s", engine.ErrUnsupported, st.Skipped)
-	case st.Embedded == 0:
+	case st.Embedded == 0 && st.Running:
 		return nil, fmt.Errorf("%w: vector search is not ready: embeddings are being computed (%d of %d chunks); text and symbol search work meanwhile", engine.ErrUnsupported, st.Embedded, st.Total)
+	case st.Embedded == 0:
+		return nil, fmt.Errorf("%w: no chunk has an embedding from %s yet; embed them first (plexus index)", engine.ErrUnsupported, st.Model)
 	}
 	limit := q.Limit
 	if limit <= 0 {

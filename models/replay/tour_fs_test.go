@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -9,16 +10,47 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/tools/fs"
+	"github.com/plexus-agent/plexus/tools/search"
 )
 
+// toolsets routes each call to the first toolset that lists the tool, as
+// the plugin host does across plugins.
+type toolsets []engine.Toolset
+
+func (ts toolsets) Tools(ctx context.Context) ([]engine.ToolSpec, error) {
+	var out []engine.ToolSpec
+	for _, t := range ts {
+		specs, err := t.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, specs...)
+	}
+	return out, nil
+}
+
+func (ts toolsets) Invoke(ctx context.Context, req engine.InvokeRequest, on func(engine.ToolUpdate)) (engine.ToolResult, error) {
+	for _, t := range ts {
+		specs, _ := t.Tools(ctx)
+		for _, s := range specs {
+			if s.Name == req.Tool {
+				return t.Invoke(ctx, req, on)
+			}
+		}
+	}
+	return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "no tool %q", req.Tool)
+}
+
 // TestTourOnThisRepository plays examples/replay/tour.jsonl (without its
-// delays) through the engine with the real file tools (tools/fs) on this
-// repository, and checks that the final message cites the figures of the
-// real tool results.
+// delays) through the engine with the real file and search tools
+// (tools/fs, tools/search; no index, so search_text walks the files) on
+// this repository, and checks that the final message cites the figures of
+// the real tool results.
 func TestTourOnThisRepository(t *testing.T) {
 	root := filepath.Join("..", "..")
-	tools := fs.New(fs.Options{})
-	t.Cleanup(func() { tools.Close() })
+	files := fs.New(fs.Options{})
+	t.Cleanup(func() { files.Close() })
+	tools := toolsets{files, search.New(search.Options{})}
 	script := tourWithoutDelays(t)
 	e, err := engine.New(engine.Options{
 		Models: map[string]engine.Model{"replay": New()},

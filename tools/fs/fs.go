@@ -1,5 +1,5 @@
 // Package fs is the built-in file tool plugin (package name fs, like its
-// directory; import io/fs under another name beside it). It provides four
+// directory; import io/fs under another name beside it). It provides three
 // tools over the workspace of each call:
 //
 //   - read_file {path, start_line?, end_line?}: a range of lines of a text
@@ -7,10 +7,6 @@
 //   - list_files {path?, recursive?, pattern?, max_results?,
 //     include_ignored?}: the files under a directory, gitignore-aware
 //     (ListResult, whose key "files" the front-ends rely on). Read-only,
-//     risk low.
-//   - search_text {pattern, literal?, path?, include?, case_insensitive?,
-//     max_results?, include_ignored?}: lines matching an RE2 regular
-//     expression, streamed as they are found (SearchResult). Read-only,
 //     risk low.
 //   - write_file {path, content, create_dirs?}: create or replace a whole
 //     file atomically (WriteResult). Risk medium, needs approval.
@@ -22,6 +18,9 @@
 // is refused too. Refusals are *engine.ToolError with code
 // permission_denied naming the path and the workspace. Paths in results
 // are workspace-relative with forward slashes.
+//
+// Searching file contents is the search plugin's (tools/search:
+// search_text, search_symbols, vector_search).
 //
 // Arguments are decoded strictly: an unknown field, a wrong type or a
 // missing required field is an *engine.ToolError with code invalid_input
@@ -48,10 +47,9 @@ import (
 
 // Tool names.
 const (
-	ReadFileTool   = "read_file"
-	ListFilesTool  = "list_files"
-	SearchTextTool = "search_text"
-	WriteFileTool  = "write_file"
+	ReadFileTool  = "read_file"
+	ListFilesTool = "list_files"
+	WriteFileTool = "write_file"
 )
 
 // Defaults for Options fields left zero.
@@ -69,15 +67,6 @@ const (
 	DefaultListResults = 1000
 	// DefaultMaxListResults is the largest max_results list_files accepts.
 	DefaultMaxListResults = 10000
-	// DefaultSearchResults is how many matches search_text returns when the
-	// call gives no max_results.
-	DefaultSearchResults = 100
-	// DefaultMaxSearchResults is the largest max_results search_text
-	// accepts.
-	DefaultMaxSearchResults = 1000
-	// DefaultMaxSearchFileBytes is the size, in bytes, above which
-	// search_text skips a file.
-	DefaultMaxSearchFileBytes = 1 << 20
 	// DefaultMaxWriteBytes is the largest content, in bytes, write_file
 	// accepts.
 	DefaultMaxWriteBytes = 10 << 20
@@ -102,23 +91,11 @@ type Options struct {
 	// MaxListResults is the largest max_results list_files accepts.
 	// Default DefaultMaxListResults.
 	MaxListResults int
-	// SearchResults is search_text's max_results when a call gives none.
-	// Default DefaultSearchResults; capped at MaxSearchResults.
-	SearchResults int
-	// MaxSearchResults is the largest max_results search_text accepts.
-	// Default DefaultMaxSearchResults.
-	MaxSearchResults int
-	// MaxSearchFileBytes: search_text skips larger files, in bytes.
-	// Default DefaultMaxSearchFileBytes.
-	MaxSearchFileBytes int64
 	// MaxWriteBytes is the largest content write_file accepts, in bytes.
 	// Default DefaultMaxWriteBytes.
 	MaxWriteBytes int
-	// SearchWorkers is how many files search_text reads and matches at
-	// once. Default runtime.GOMAXPROCS(0).
-	SearchWorkers int
-	// Logger receives debug lines (directories a walk could not read,
-	// files search_text skipped); nil discards.
+	// Logger receives debug lines (directories a walk could not read);
+	// nil discards.
 	Logger *slog.Logger
 }
 
@@ -133,14 +110,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxListResults, DefaultMaxListResults)
 	def(&o.ListResults, DefaultListResults)
 	o.ListResults = min(o.ListResults, o.MaxListResults)
-	def(&o.MaxSearchResults, DefaultMaxSearchResults)
-	def(&o.SearchResults, DefaultSearchResults)
-	o.SearchResults = min(o.SearchResults, o.MaxSearchResults)
-	if o.MaxSearchFileBytes <= 0 {
-		o.MaxSearchFileBytes = DefaultMaxSearchFileBytes
-	}
 	def(&o.MaxWriteBytes, DefaultMaxWriteBytes)
-	def(&o.SearchWorkers, defaultWorkers())
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -176,10 +146,9 @@ func New(opts Options) *Tools {
 		t.fields[d.spec.Name] = d.fields
 	}
 	t.tools = map[string]toolFunc{
-		ReadFileTool:   t.readFile,
-		ListFilesTool:  t.listFiles,
-		SearchTextTool: t.searchText,
-		WriteFileTool:  t.writeFile,
+		ReadFileTool:  t.readFile,
+		ListFilesTool: t.listFiles,
+		WriteFileTool: t.writeFile,
 	}
 	return t
 }
@@ -193,26 +162,23 @@ func Serve() {
 	plugins.ServeTool(t)
 }
 
-// Tools returns the specs of read_file, list_files, search_text and
-// write_file, in that order, with JSON Schema (draft 2020-12) input
-// schemas whose limits are those of the Options.
+// Tools returns the specs of read_file, list_files and write_file, in that
+// order, with JSON Schema (draft 2020-12) input schemas whose limits are
+// those of the Options.
 func (t *Tools) Tools(context.Context) ([]engine.ToolSpec, error) {
 	return append([]engine.ToolSpec(nil), t.specs...), nil
 }
 
 // Invoke runs one call (see the package doc). On success the content is a
-// ReadResult, ListResult, SearchResult or WriteResult. Errors are
-// *engine.ToolError: invalid_input (the message names the field),
-// not_found, permission_denied (a path outside the workspace, or the
-// operating system refused), unknown_tool, cancelled, timeout, failed.
-// search_text streams each match through onUpdate as it is found (stream
-// MatchStream) and sends a progress message every 100 files or half
-// second; the other tools send no updates. onUpdate is only ever called
-// from the calling goroutine.
+// ReadResult, ListResult or WriteResult. Errors are *engine.ToolError:
+// invalid_input (the message names the field), not_found,
+// permission_denied (a path outside the workspace, or the operating
+// system refused), unknown_tool, cancelled, timeout, failed. The tools
+// send no updates.
 func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	run, ok := t.tools[req.Tool]
 	if !ok {
-		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "the fs plugin has no tool %q; it provides %s, %s, %s and %s", req.Tool, ReadFileTool, ListFilesTool, SearchTextTool, WriteFileTool)
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "the fs plugin has no tool %q; it provides %s, %s and %s", req.Tool, ReadFileTool, ListFilesTool, WriteFileTool)
 	}
 	if onUpdate == nil {
 		onUpdate = func(engine.ToolUpdate) {}

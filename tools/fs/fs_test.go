@@ -90,7 +90,6 @@ func TestSpecs(t *testing.T) {
 	wants := []want{
 		{ReadFileTool, engine.RiskLow, true, readArgs{}, []string{"path"}},
 		{ListFilesTool, engine.RiskLow, true, listArgs{}, nil},
-		{SearchTextTool, engine.RiskLow, true, searchArgs{}, []string{"pattern"}},
 		{WriteFileTool, engine.RiskMedium, false, writeArgs{}, []string{"path", "content"}},
 	}
 	if len(specs) != len(wants) {
@@ -142,7 +141,7 @@ func TestSpecs(t *testing.T) {
 		})
 	}
 	// Descriptions state the configured limits.
-	tl2 := newTools(t, Options{MaxReadLines: 77, MaxSearchFileBytes: 3 << 20})
+	tl2 := newTools(t, Options{MaxReadLines: 77, MaxWriteBytes: 3 << 20})
 	specs2, _ := tl2.Tools(context.Background())
 	if !strings.Contains(specs2[0].Description, "77 lines") || !strings.Contains(specs2[2].Description, "3 MiB") {
 		t.Errorf("descriptions do not follow Options:\n%s\n%s", specs2[0].Description, specs2[2].Description)
@@ -197,11 +196,7 @@ func TestDecodeErrors(t *testing.T) {
 		{ListFilesTool, `{"max_results":0}`, []string{`"max_results"`, "between 1 and 10000"}},
 		{ListFilesTool, `{"pattern":"[a-"}`, []string{`"pattern"`, "not a valid glob"}},
 		{ListFilesTool, `{"pattern":""}`, []string{`"pattern"`, "empty"}},
-		{SearchTextTool, `{}`, []string{`missing required field "pattern"`}},
-		{SearchTextTool, `{"pattern":"a(b"}`, []string{`"pattern"`, "not a valid RE2", "literal"}},
-		{SearchTextTool, `{"pattern":"a","max_results":100000}`, []string{`"max_results"`, "between 1 and 1000"}},
-		{SearchTextTool, `{"pattern":"a","include":"[x"}`, []string{`"include"`, "not a valid glob"}},
-		{SearchTextTool, `{"pattern":"a","regex":true}`, []string{`unknown field "regex"`}},
+		{ListFilesTool, `{"include":"*.go"}`, []string{`unknown field "include"`}},
 		{WriteFileTool, `{"path":"b.txt"}`, []string{`missing required field "content"`}},
 		{WriteFileTool, `{"content":"x"}`, []string{`missing required field "path"`}},
 		{WriteFileTool, `{"path":"b.txt","content":["x"]}`, []string{`"content"`, "a string"}},
@@ -252,14 +247,12 @@ func TestConcurrentCalls(t *testing.T) {
 			defer wg.Done()
 			ws := wss[i%2]
 			var c call
-			switch i % 4 {
+			switch i % 3 {
 			case 0:
 				c = invoke(context.Background(), tl, ws, ReadFileTool, `{"path":"a.txt"}`)
 			case 1:
 				c = invoke(context.Background(), tl, ws, ListFilesTool, `{}`)
 			case 2:
-				c = invoke(context.Background(), tl, ws, SearchTextTool, `{"pattern":"beta"}`)
-			case 3:
 				c = invoke(context.Background(), tl, ws, WriteFileTool, fmt.Sprintf(`{"path":"out/%d.txt","content":"x","create_dirs":true}`, i))
 			}
 			if c.err != nil {

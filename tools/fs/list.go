@@ -54,7 +54,7 @@ func (t *Tools) listFiles(ctx context.Context, root *workspace.Root, raw []byte,
 	if err != nil {
 		return engine.ToolResult{}, err
 	}
-	var g *glob
+	var g *workspace.Glob
 	if a.Pattern != nil {
 		if g, err = newGlob(tool, "pattern", *a.Pattern); err != nil {
 			return engine.ToolResult{}, err
@@ -83,7 +83,7 @@ func (t *Tools) listFiles(ctx context.Context, root *workspace.Root, raw []byte,
 		if recursive && d.IsDir() {
 			return nil
 		}
-		if !g.match(rel, relTo(p.show, rel)) {
+		if !g.MatchUnder(rel, relTo(p.show, rel)) {
 			return nil
 		}
 		if len(res.Files) == limit {

@@ -178,7 +178,7 @@ func TestGlob(t *testing.T) {
 		if err != nil {
 			t.Fatalf("newGlob(%q): %v", tt.pattern, err)
 		}
-		if got := g.match(tt.rel, tt.base); got != tt.want {
+		if got := g.MatchUnder(tt.rel, tt.base); got != tt.want {
 			t.Errorf("glob %q match(%q, %q) = %v, want %v", tt.pattern, tt.rel, tt.base, got, tt.want)
 		}
 	}

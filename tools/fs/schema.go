@@ -58,7 +58,7 @@ func integer(desc string, minimum, maximum int) map[string]any {
 	return s
 }
 
-// toolDefs returns the four tools' definitions for opts (with defaults
+// toolDefs returns the three tools' definitions for opts (with defaults
 // applied), in the order Tools lists them.
 func toolDefs(o Options) []toolDef {
 	def := func(name, desc string, risk engine.RiskLevel, readOnly bool, required []string, props ...prop) toolDef {
@@ -93,19 +93,6 @@ func toolDefs(o Options) []toolDef {
 			prop{"recursive", boolean("List everything below path (true) or only its direct entries (false).", true)},
 			prop{"pattern", str("Glob that entries must match, e.g. \"*.go\" or \"src/**/*_test.ts\". Without a slash it is matched against the file name; with one, against the path relative to the workspace root or to path. Supports *, ?, [abc] and ** (any number of directories).")},
 			prop{"max_results", integer(fmt.Sprintf("Most entries to return. Default %d.", o.ListResults), 1, o.MaxListResults)},
-			prop{"include_ignored", boolean(ignoredDesc, false)},
-		),
-		def(SearchTextTool,
-			fmt.Sprintf("Search the contents of workspace files for a regular expression (RE2 syntax, as in Go; no lookaround or backreferences) or, with literal true, for exact text. "+
-				"Each line is matched on its own. Returns `matches` as {path, line, column} (1-based; column counts characters) with the line's text, in path order. "+
-				"Skips binary files, files larger than %s and files excluded by .gitignore.", formatBytes(o.MaxSearchFileBytes)),
-			engine.RiskLow, true, []string{"pattern"},
-			prop{"pattern", str("What to search for: an RE2 regular expression, or plain text when literal is true.")},
-			prop{"literal", boolean("Treat pattern as plain text rather than a regular expression.", false)},
-			prop{"path", str("Directory to search in, or a single file. Default \".\", the whole workspace. " + pathDesc)},
-			prop{"include", str("Glob restricting which files are searched, e.g. \"*.go\" or \"src/**/*.ts\". Without a slash it is matched against the file name; with one, against the path relative to the workspace root or to path.")},
-			prop{"case_insensitive", boolean("Match letters regardless of case.", false)},
-			prop{"max_results", integer(fmt.Sprintf("Most matching lines to return. Default %d.", o.SearchResults), 1, o.MaxSearchResults)},
 			prop{"include_ignored", boolean(ignoredDesc, false)},
 		),
 		def(WriteFileTool,

@@ -1,6 +1,7 @@
 // Package testtools holds the tool and model implementations of the test
 // plugin (plugins/internal/testplugin): behaviours the plugin host must
-// survive (crashes, children left behind, slow calls, callbacks, logs).
+// survive (crashes, children left behind, slow calls, callbacks, logs) and
+// a tool that reports what the host's search callbacks answered.
 // The benchmarks also call them in-process as the peer of a call through
 // the plugin boundary.
 package testtools
@@ -8,6 +9,7 @@ package testtools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -34,17 +36,21 @@ func spec(name string, readOnly bool) engine.ToolSpec {
 	}
 }
 
-// Tools lists noop, echo, sleep, crash, spawn_and_crash, ask, fail, pid and
-// log.
+// Tools lists noop, echo, sleep, crash, spawn_and_crash, ask, fail, pid,
+// log and search.
 func (t *Tools) Tools(context.Context) ([]engine.ToolSpec, error) {
 	return []engine.ToolSpec{
 		spec("noop", true), spec("echo", true), spec("sleep", true), spec("crash", true),
 		spec("spawn_and_crash", false), spec("ask", false), spec("fail", true), spec("pid", true), spec("log", true),
+		spec("search", true),
 	}, nil
 }
 
 // Invoke runs one test tool.
 func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
+	if req.Tool == "search" {
+		return search(ctx, req, onUpdate)
+	}
 	var args struct {
 		Ms      int    `json:"ms"`
 		Text    string `json:"text"`
@@ -104,6 +110,114 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 		return engine.JSONResult(map[string]bool{"logged": true}, "logged")
 	}
 	return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "no tool %q", req.Tool)
+}
+
+// SearchArgs are the arguments of the search tool: each query that is set
+// is sent to the host's search method of that name.
+type SearchArgs struct {
+	Symbols *engine.SymbolQuery `json:"symbols,omitempty"`
+	Text    *engine.TextQuery   `json:"text,omitempty"`
+	Chunks  *engine.ChunkQuery  `json:"chunks,omitempty"`
+	Vectors *engine.ChunkQuery  `json:"vectors,omitempty"`
+}
+
+// SearchReport is the search tool's result: what each host search method
+// answered, for the queries that were set.
+type SearchReport struct {
+	Symbols *SymbolsReport `json:"symbols,omitempty"`
+	Text    *TextReport    `json:"text,omitempty"`
+	Chunks  *ChunksReport  `json:"chunks,omitempty"`
+	Vectors *ChunksReport  `json:"vectors,omitempty"`
+}
+
+// SymbolsReport is what SearchSymbols answered.
+type SymbolsReport struct {
+	Hits  []engine.SymbolHit `json:"hits"`
+	Error *ErrorReport       `json:"error,omitempty"`
+}
+
+// TextReport is what SearchText answered: the matches passed to onMatch,
+// in order, and the result.
+type TextReport struct {
+	Streamed []engine.TextMatch `json:"streamed"`
+	Result   engine.TextResult  `json:"result"`
+	Error    *ErrorReport       `json:"error,omitempty"`
+}
+
+// ChunksReport is what SearchChunks or SearchVectors answered.
+type ChunksReport struct {
+	Hits  []engine.ChunkHit `json:"hits"`
+	Error *ErrorReport      `json:"error,omitempty"`
+}
+
+// ErrorReport describes an error a host callback returned, as the plugin
+// sees it: its text and the engine sentinels it matches with errors.Is.
+type ErrorReport struct {
+	Message string   `json:"message"`
+	Is      []string `json:"is"`
+}
+
+// sentinels are the errors an ErrorReport checks, by name.
+var sentinels = []struct {
+	name string
+	err  error
+}{
+	{"unsupported", engine.ErrUnsupported},
+	{"invalid_request", engine.ErrInvalidRequest},
+	{"not_found", engine.ErrNotFound},
+	{"permission_denied", engine.ErrPermissionDenied},
+	{"timeout", engine.ErrTimeout},
+	{"canceled", context.Canceled},
+}
+
+func report(err error) *ErrorReport {
+	if err == nil {
+		return nil
+	}
+	r := &ErrorReport{Message: err.Error(), Is: []string{}}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			r.Is = append(r.Is, s.name)
+		}
+	}
+	return r
+}
+
+// search calls the host's search methods for the queries in the
+// arguments and reports their answers. Each text match is also sent as a
+// ToolOutput on stream "match" (its JSON) as soon as it arrives.
+func search(ctx context.Context, req engine.InvokeRequest, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
+	if req.Host == nil {
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "no host callbacks offered")
+	}
+	var args SearchArgs
+	if err := json.Unmarshal(req.Args, &args); err != nil {
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeInvalidInput, "search arguments: %v", err)
+	}
+	var out SearchReport
+	if q := args.Symbols; q != nil {
+		hits, err := req.Host.SearchSymbols(ctx, *q)
+		out.Symbols = &SymbolsReport{Hits: hits, Error: report(err)}
+	}
+	if q := args.Text; q != nil {
+		r := &TextReport{Streamed: []engine.TextMatch{}}
+		res, err := req.Host.SearchText(ctx, *q, func(m engine.TextMatch) {
+			r.Streamed = append(r.Streamed, m)
+			b, _ := json.Marshal(m)
+			onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: "match", Text: string(b)}})
+		})
+		r.Result, r.Error = res, report(err)
+		out.Text = r
+	}
+	if q := args.Chunks; q != nil {
+		hits, err := req.Host.SearchChunks(ctx, *q)
+		out.Chunks = &ChunksReport{Hits: hits, Error: report(err)}
+	}
+	if q := args.Vectors; q != nil {
+		hits, err := req.Host.SearchVectors(ctx, *q)
+		out.Vectors = &ChunksReport{Hits: hits, Error: report(err)}
+	}
+	return engine.JSONResult(out, "searched")
 }
 
 // Model is the test model provider. Its reply to a user message "crash"

@@ -175,6 +175,1004 @@ func (x *RequestApprovalResponse) GetReason() string {
 	return ""
 }
 
+// SearchSymbolsRequest is engine.SymbolQuery for one running call.
+type SearchSymbolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// call_id is the InvokeRequest.call_id of the running call; the search
+	// runs over that call's workspace.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// query is a name or part of one ("ReadFile", "readf", "read_file").
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// kind keeps only symbols of this kind ("function", "type", ...); empty
+	// keeps all.
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// path keeps only symbols under this workspace-relative path prefix.
+	Path string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// include_refs adds references to exact matches.
+	IncludeRefs bool `protobuf:"varint,5,opt,name=include_refs,json=includeRefs,proto3" json:"include_refs,omitempty"`
+	// limit caps the hits; 0 means the engine's default (20).
+	Limit         int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchSymbolsRequest) Reset() {
+	*x = SearchSymbolsRequest{}
+	mi := &file_plexus_v1_host_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchSymbolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchSymbolsRequest) ProtoMessage() {}
+
+func (x *SearchSymbolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchSymbolsRequest.ProtoReflect.Descriptor instead.
+func (*SearchSymbolsRequest) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SearchSymbolsRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *SearchSymbolsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchSymbolsRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SearchSymbolsRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SearchSymbolsRequest) GetIncludeRefs() bool {
+	if x != nil {
+		return x.IncludeRefs
+	}
+	return false
+}
+
+func (x *SearchSymbolsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// SearchSymbolsResponse holds the hits, best first.
+type SearchSymbolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Symbols       []*SymbolHit           `protobuf:"bytes,1,rep,name=symbols,proto3" json:"symbols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchSymbolsResponse) Reset() {
+	*x = SearchSymbolsResponse{}
+	mi := &file_plexus_v1_host_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchSymbolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchSymbolsResponse) ProtoMessage() {}
+
+func (x *SearchSymbolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchSymbolsResponse.ProtoReflect.Descriptor instead.
+func (*SearchSymbolsResponse) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SearchSymbolsResponse) GetSymbols() []*SymbolHit {
+	if x != nil {
+		return x.Symbols
+	}
+	return nil
+}
+
+// SymbolHit is one definition or reference (engine.SymbolHit).
+type SymbolHit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// kind is "function", "type", "method", ...
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// container is the enclosing type or namespace, may be empty.
+	Container string `protobuf:"bytes,3,opt,name=container,proto3" json:"container,omitempty"`
+	// path is workspace-relative, slash-separated.
+	Path     string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	Language string `protobuf:"bytes,5,opt,name=language,proto3" json:"language,omitempty"`
+	// start_line and end_line are 1-based, inclusive.
+	StartLine int32 `protobuf:"varint,6,opt,name=start_line,json=startLine,proto3" json:"start_line,omitempty"`
+	EndLine   int32 `protobuf:"varint,7,opt,name=end_line,json=endLine,proto3" json:"end_line,omitempty"`
+	// definition is true for a definition, false for a reference.
+	Definition bool `protobuf:"varint,8,opt,name=definition,proto3" json:"definition,omitempty"`
+	// match is "exact", "prefix" or "fuzzy".
+	Match string `protobuf:"bytes,9,opt,name=match,proto3" json:"match,omitempty"`
+	// score ranks the hit; higher is better.
+	Score         float64 `protobuf:"fixed64,10,opt,name=score,proto3" json:"score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SymbolHit) Reset() {
+	*x = SymbolHit{}
+	mi := &file_plexus_v1_host_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SymbolHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SymbolHit) ProtoMessage() {}
+
+func (x *SymbolHit) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SymbolHit.ProtoReflect.Descriptor instead.
+func (*SymbolHit) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SymbolHit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SymbolHit) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SymbolHit) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *SymbolHit) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SymbolHit) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *SymbolHit) GetStartLine() int32 {
+	if x != nil {
+		return x.StartLine
+	}
+	return 0
+}
+
+func (x *SymbolHit) GetEndLine() int32 {
+	if x != nil {
+		return x.EndLine
+	}
+	return 0
+}
+
+func (x *SymbolHit) GetDefinition() bool {
+	if x != nil {
+		return x.Definition
+	}
+	return false
+}
+
+func (x *SymbolHit) GetMatch() string {
+	if x != nil {
+		return x.Match
+	}
+	return ""
+}
+
+func (x *SymbolHit) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+// SearchTextRequest is engine.TextQuery for one running call.
+type SearchTextRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// call_id is the InvokeRequest.call_id of the running call.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// pattern is the literal text, or an RE2 expression when regex is set.
+	Pattern         string `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Regex           bool   `protobuf:"varint,3,opt,name=regex,proto3" json:"regex,omitempty"`
+	CaseInsensitive bool   `protobuf:"varint,4,opt,name=case_insensitive,json=caseInsensitive,proto3" json:"case_insensitive,omitempty"`
+	// path keeps only files under this workspace-relative prefix.
+	Path string `protobuf:"bytes,5,opt,name=path,proto3" json:"path,omitempty"`
+	// include keeps only files whose path matches this glob ("*.go",
+	// "src/**/*.ts").
+	Include string `protobuf:"bytes,6,opt,name=include,proto3" json:"include,omitempty"`
+	// context_lines of text before and after each match.
+	ContextLines int32 `protobuf:"varint,7,opt,name=context_lines,json=contextLines,proto3" json:"context_lines,omitempty"`
+	// limit caps the matches; 0 means the engine's default (100).
+	Limit         int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchTextRequest) Reset() {
+	*x = SearchTextRequest{}
+	mi := &file_plexus_v1_host_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchTextRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchTextRequest) ProtoMessage() {}
+
+func (x *SearchTextRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchTextRequest.ProtoReflect.Descriptor instead.
+func (*SearchTextRequest) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SearchTextRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *SearchTextRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *SearchTextRequest) GetRegex() bool {
+	if x != nil {
+		return x.Regex
+	}
+	return false
+}
+
+func (x *SearchTextRequest) GetCaseInsensitive() bool {
+	if x != nil {
+		return x.CaseInsensitive
+	}
+	return false
+}
+
+func (x *SearchTextRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SearchTextRequest) GetInclude() string {
+	if x != nil {
+		return x.Include
+	}
+	return ""
+}
+
+func (x *SearchTextRequest) GetContextLines() int32 {
+	if x != nil {
+		return x.ContextLines
+	}
+	return 0
+}
+
+func (x *SearchTextRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// SearchTextResponse is one message of a text search's stream: a match,
+// or the summary that ends the stream.
+type SearchTextResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*SearchTextResponse_Match
+	//	*SearchTextResponse_Summary
+	Event         isSearchTextResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchTextResponse) Reset() {
+	*x = SearchTextResponse{}
+	mi := &file_plexus_v1_host_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchTextResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchTextResponse) ProtoMessage() {}
+
+func (x *SearchTextResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchTextResponse.ProtoReflect.Descriptor instead.
+func (*SearchTextResponse) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SearchTextResponse) GetEvent() isSearchTextResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *SearchTextResponse) GetMatch() *TextMatch {
+	if x != nil {
+		if x, ok := x.Event.(*SearchTextResponse_Match); ok {
+			return x.Match
+		}
+	}
+	return nil
+}
+
+func (x *SearchTextResponse) GetSummary() *SearchTextSummary {
+	if x != nil {
+		if x, ok := x.Event.(*SearchTextResponse_Summary); ok {
+			return x.Summary
+		}
+	}
+	return nil
+}
+
+type isSearchTextResponse_Event interface {
+	isSearchTextResponse_Event()
+}
+
+type SearchTextResponse_Match struct {
+	Match *TextMatch `protobuf:"bytes,1,opt,name=match,proto3,oneof"`
+}
+
+type SearchTextResponse_Summary struct {
+	Summary *SearchTextSummary `protobuf:"bytes,2,opt,name=summary,proto3,oneof"`
+}
+
+func (*SearchTextResponse_Match) isSearchTextResponse_Event() {}
+
+func (*SearchTextResponse_Summary) isSearchTextResponse_Event() {}
+
+// TextMatch is one matching line (engine.TextMatch).
+type TextMatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is workspace-relative, slash-separated.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// line and column are 1-based; column counts characters.
+	Line   int32 `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
+	Column int32 `protobuf:"varint,3,opt,name=column,proto3" json:"column,omitempty"`
+	// text is the matching line.
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// before and after are up to context_lines lines around the match, in
+	// file order.
+	Before        []string `protobuf:"bytes,5,rep,name=before,proto3" json:"before,omitempty"`
+	After         []string `protobuf:"bytes,6,rep,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextMatch) Reset() {
+	*x = TextMatch{}
+	mi := &file_plexus_v1_host_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextMatch) ProtoMessage() {}
+
+func (x *TextMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextMatch.ProtoReflect.Descriptor instead.
+func (*TextMatch) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TextMatch) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TextMatch) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *TextMatch) GetColumn() int32 {
+	if x != nil {
+		return x.Column
+	}
+	return 0
+}
+
+func (x *TextMatch) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *TextMatch) GetBefore() []string {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *TextMatch) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// SearchTextSummary ends a text search (engine.TextResult).
+type SearchTextSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// files_searched counts the files read to verify candidates.
+	FilesSearched int32 `protobuf:"varint,1,opt,name=files_searched,json=filesSearched,proto3" json:"files_searched,omitempty"`
+	// truncated is true when limit cut the matches.
+	Truncated bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// final_matches is set only when the search's final list of matches is
+	// not the streamed matches in the order streamed (the searcher reordered
+	// or dropped some); it then replaces them. Unset, the result's matches
+	// are exactly the streamed ones.
+	FinalMatches  *TextMatchList `protobuf:"bytes,3,opt,name=final_matches,json=finalMatches,proto3" json:"final_matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchTextSummary) Reset() {
+	*x = SearchTextSummary{}
+	mi := &file_plexus_v1_host_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchTextSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchTextSummary) ProtoMessage() {}
+
+func (x *SearchTextSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchTextSummary.ProtoReflect.Descriptor instead.
+func (*SearchTextSummary) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SearchTextSummary) GetFilesSearched() int32 {
+	if x != nil {
+		return x.FilesSearched
+	}
+	return 0
+}
+
+func (x *SearchTextSummary) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *SearchTextSummary) GetFinalMatches() *TextMatchList {
+	if x != nil {
+		return x.FinalMatches
+	}
+	return nil
+}
+
+// TextMatchList is a list of matches.
+type TextMatchList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Matches       []*TextMatch           `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextMatchList) Reset() {
+	*x = TextMatchList{}
+	mi := &file_plexus_v1_host_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextMatchList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextMatchList) ProtoMessage() {}
+
+func (x *TextMatchList) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextMatchList.ProtoReflect.Descriptor instead.
+func (*TextMatchList) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TextMatchList) GetMatches() []*TextMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+// SearchChunksRequest is engine.ChunkQuery for one running call.
+type SearchChunksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// call_id is the InvokeRequest.call_id of the running call.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// query is natural language ("where are retries configured").
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// path keeps only chunks under this workspace-relative prefix.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// limit caps the hits; 0 means the engine's default (10).
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchChunksRequest) Reset() {
+	*x = SearchChunksRequest{}
+	mi := &file_plexus_v1_host_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchChunksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchChunksRequest) ProtoMessage() {}
+
+func (x *SearchChunksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchChunksRequest.ProtoReflect.Descriptor instead.
+func (*SearchChunksRequest) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SearchChunksRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *SearchChunksRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchChunksRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SearchChunksRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// SearchChunksResponse holds the ranked chunks, best first.
+type SearchChunksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunks        []*ChunkHit            `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchChunksResponse) Reset() {
+	*x = SearchChunksResponse{}
+	mi := &file_plexus_v1_host_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchChunksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchChunksResponse) ProtoMessage() {}
+
+func (x *SearchChunksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchChunksResponse.ProtoReflect.Descriptor instead.
+func (*SearchChunksResponse) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SearchChunksResponse) GetChunks() []*ChunkHit {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+// SearchVectorsRequest is engine.ChunkQuery for one running call.
+type SearchVectorsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// call_id is the InvokeRequest.call_id of the running call.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// query is natural language.
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// path keeps only chunks under this workspace-relative prefix.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// limit caps the hits; 0 means the engine's default (10).
+	Limit         int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchVectorsRequest) Reset() {
+	*x = SearchVectorsRequest{}
+	mi := &file_plexus_v1_host_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchVectorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchVectorsRequest) ProtoMessage() {}
+
+func (x *SearchVectorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchVectorsRequest.ProtoReflect.Descriptor instead.
+func (*SearchVectorsRequest) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SearchVectorsRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *SearchVectorsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchVectorsRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SearchVectorsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// SearchVectorsResponse holds the ranked chunks, most similar first.
+type SearchVectorsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunks        []*ChunkHit            `protobuf:"bytes,1,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchVectorsResponse) Reset() {
+	*x = SearchVectorsResponse{}
+	mi := &file_plexus_v1_host_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchVectorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchVectorsResponse) ProtoMessage() {}
+
+func (x *SearchVectorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchVectorsResponse.ProtoReflect.Descriptor instead.
+func (*SearchVectorsResponse) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SearchVectorsResponse) GetChunks() []*ChunkHit {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+// ChunkHit is one ranked chunk of code (engine.ChunkHit).
+type ChunkHit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is workspace-relative, slash-separated.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// start_line and end_line are 1-based, inclusive.
+	StartLine int32  `protobuf:"varint,2,opt,name=start_line,json=startLine,proto3" json:"start_line,omitempty"`
+	EndLine   int32  `protobuf:"varint,3,opt,name=end_line,json=endLine,proto3" json:"end_line,omitempty"`
+	Language  string `protobuf:"bytes,4,opt,name=language,proto3" json:"language,omitempty"`
+	// kind and name describe the symbol the chunk holds, when it holds one.
+	Kind string `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	// score ranks the hit; higher is better.
+	Score float64 `protobuf:"fixed64,7,opt,name=score,proto3" json:"score,omitempty"`
+	// text is the chunk's source, may be empty.
+	Text          string `protobuf:"bytes,8,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChunkHit) Reset() {
+	*x = ChunkHit{}
+	mi := &file_plexus_v1_host_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChunkHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChunkHit) ProtoMessage() {}
+
+func (x *ChunkHit) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_host_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChunkHit.ProtoReflect.Descriptor instead.
+func (*ChunkHit) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_host_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ChunkHit) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ChunkHit) GetStartLine() int32 {
+	if x != nil {
+		return x.StartLine
+	}
+	return 0
+}
+
+func (x *ChunkHit) GetEndLine() int32 {
+	if x != nil {
+		return x.EndLine
+	}
+	return 0
+}
+
+func (x *ChunkHit) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *ChunkHit) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ChunkHit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChunkHit) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *ChunkHit) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 var File_plexus_v1_host_proto protoreflect.FileDescriptor
 
 const file_plexus_v1_host_proto_rawDesc = "" +
@@ -193,9 +1191,88 @@ const file_plexus_v1_host_proto_rawDesc = "" +
 	"\apreview\x18\a \x01(\tR\apreview\"M\n" +
 	"\x17RequestApprovalResponse\x12\x1a\n" +
 	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason2g\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xa6\x01\n" +
+	"\x14SearchSymbolsRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12!\n" +
+	"\finclude_refs\x18\x05 \x01(\bR\vincludeRefs\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x05R\x05limit\"G\n" +
+	"\x15SearchSymbolsResponse\x12.\n" +
+	"\asymbols\x18\x01 \x03(\v2\x14.plexus.v1.SymbolHitR\asymbols\"\x87\x02\n" +
+	"\tSymbolHit\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tcontainer\x18\x03 \x01(\tR\tcontainer\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x1a\n" +
+	"\blanguage\x18\x05 \x01(\tR\blanguage\x12\x1d\n" +
+	"\n" +
+	"start_line\x18\x06 \x01(\x05R\tstartLine\x12\x19\n" +
+	"\bend_line\x18\a \x01(\x05R\aendLine\x12\x1e\n" +
+	"\n" +
+	"definition\x18\b \x01(\bR\n" +
+	"definition\x12\x14\n" +
+	"\x05match\x18\t \x01(\tR\x05match\x12\x14\n" +
+	"\x05score\x18\n" +
+	" \x01(\x01R\x05score\"\xf0\x01\n" +
+	"\x11SearchTextRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x18\n" +
+	"\apattern\x18\x02 \x01(\tR\apattern\x12\x14\n" +
+	"\x05regex\x18\x03 \x01(\bR\x05regex\x12)\n" +
+	"\x10case_insensitive\x18\x04 \x01(\bR\x0fcaseInsensitive\x12\x12\n" +
+	"\x04path\x18\x05 \x01(\tR\x04path\x12\x18\n" +
+	"\ainclude\x18\x06 \x01(\tR\ainclude\x12#\n" +
+	"\rcontext_lines\x18\a \x01(\x05R\fcontextLines\x12\x14\n" +
+	"\x05limit\x18\b \x01(\x05R\x05limit\"\x85\x01\n" +
+	"\x12SearchTextResponse\x12,\n" +
+	"\x05match\x18\x01 \x01(\v2\x14.plexus.v1.TextMatchH\x00R\x05match\x128\n" +
+	"\asummary\x18\x02 \x01(\v2\x1c.plexus.v1.SearchTextSummaryH\x00R\asummaryB\a\n" +
+	"\x05event\"\x8d\x01\n" +
+	"\tTextMatch\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x16\n" +
+	"\x06column\x18\x03 \x01(\x05R\x06column\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x16\n" +
+	"\x06before\x18\x05 \x03(\tR\x06before\x12\x14\n" +
+	"\x05after\x18\x06 \x03(\tR\x05after\"\x97\x01\n" +
+	"\x11SearchTextSummary\x12%\n" +
+	"\x0efiles_searched\x18\x01 \x01(\x05R\rfilesSearched\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12=\n" +
+	"\rfinal_matches\x18\x03 \x01(\v2\x18.plexus.v1.TextMatchListR\ffinalMatches\"?\n" +
+	"\rTextMatchList\x12.\n" +
+	"\amatches\x18\x01 \x03(\v2\x14.plexus.v1.TextMatchR\amatches\"n\n" +
+	"\x13SearchChunksRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"C\n" +
+	"\x14SearchChunksResponse\x12+\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x13.plexus.v1.ChunkHitR\x06chunks\"o\n" +
+	"\x14SearchVectorsRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"D\n" +
+	"\x15SearchVectorsResponse\x12+\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x13.plexus.v1.ChunkHitR\x06chunks\"\xc6\x01\n" +
+	"\bChunkHit\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"start_line\x18\x02 \x01(\x05R\tstartLine\x12\x19\n" +
+	"\bend_line\x18\x03 \x01(\x05R\aendLine\x12\x1a\n" +
+	"\blanguage\x18\x04 \x01(\tR\blanguage\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12\x14\n" +
+	"\x05score\x18\a \x01(\x01R\x05score\x12\x12\n" +
+	"\x04text\x18\b \x01(\tR\x04text2\xad\x03\n" +
 	"\vHostService\x12X\n" +
-	"\x0fRequestApproval\x12!.plexus.v1.RequestApprovalRequest\x1a\".plexus.v1.RequestApprovalResponseB9Z7github.com/plexus-agent/plexus/proto/plexus/v1;plexusv1b\x06proto3"
+	"\x0fRequestApproval\x12!.plexus.v1.RequestApprovalRequest\x1a\".plexus.v1.RequestApprovalResponse\x12R\n" +
+	"\rSearchSymbols\x12\x1f.plexus.v1.SearchSymbolsRequest\x1a .plexus.v1.SearchSymbolsResponse\x12K\n" +
+	"\n" +
+	"SearchText\x12\x1c.plexus.v1.SearchTextRequest\x1a\x1d.plexus.v1.SearchTextResponse0\x01\x12O\n" +
+	"\fSearchChunks\x12\x1e.plexus.v1.SearchChunksRequest\x1a\x1f.plexus.v1.SearchChunksResponse\x12R\n" +
+	"\rSearchVectors\x12\x1f.plexus.v1.SearchVectorsRequest\x1a .plexus.v1.SearchVectorsResponseB9Z7github.com/plexus-agent/plexus/proto/plexus/v1;plexusv1b\x06proto3"
 
 var (
 	file_plexus_v1_host_proto_rawDescOnce sync.Once
@@ -209,21 +1286,49 @@ func file_plexus_v1_host_proto_rawDescGZIP() []byte {
 	return file_plexus_v1_host_proto_rawDescData
 }
 
-var file_plexus_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_plexus_v1_host_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_plexus_v1_host_proto_goTypes = []any{
 	(*RequestApprovalRequest)(nil),  // 0: plexus.v1.RequestApprovalRequest
 	(*RequestApprovalResponse)(nil), // 1: plexus.v1.RequestApprovalResponse
-	(RiskLevel)(0),                  // 2: plexus.v1.RiskLevel
+	(*SearchSymbolsRequest)(nil),    // 2: plexus.v1.SearchSymbolsRequest
+	(*SearchSymbolsResponse)(nil),   // 3: plexus.v1.SearchSymbolsResponse
+	(*SymbolHit)(nil),               // 4: plexus.v1.SymbolHit
+	(*SearchTextRequest)(nil),       // 5: plexus.v1.SearchTextRequest
+	(*SearchTextResponse)(nil),      // 6: plexus.v1.SearchTextResponse
+	(*TextMatch)(nil),               // 7: plexus.v1.TextMatch
+	(*SearchTextSummary)(nil),       // 8: plexus.v1.SearchTextSummary
+	(*TextMatchList)(nil),           // 9: plexus.v1.TextMatchList
+	(*SearchChunksRequest)(nil),     // 10: plexus.v1.SearchChunksRequest
+	(*SearchChunksResponse)(nil),    // 11: plexus.v1.SearchChunksResponse
+	(*SearchVectorsRequest)(nil),    // 12: plexus.v1.SearchVectorsRequest
+	(*SearchVectorsResponse)(nil),   // 13: plexus.v1.SearchVectorsResponse
+	(*ChunkHit)(nil),                // 14: plexus.v1.ChunkHit
+	(RiskLevel)(0),                  // 15: plexus.v1.RiskLevel
 }
 var file_plexus_v1_host_proto_depIdxs = []int32{
-	2, // 0: plexus.v1.RequestApprovalRequest.risk_level:type_name -> plexus.v1.RiskLevel
-	0, // 1: plexus.v1.HostService.RequestApproval:input_type -> plexus.v1.RequestApprovalRequest
-	1, // 2: plexus.v1.HostService.RequestApproval:output_type -> plexus.v1.RequestApprovalResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	15, // 0: plexus.v1.RequestApprovalRequest.risk_level:type_name -> plexus.v1.RiskLevel
+	4,  // 1: plexus.v1.SearchSymbolsResponse.symbols:type_name -> plexus.v1.SymbolHit
+	7,  // 2: plexus.v1.SearchTextResponse.match:type_name -> plexus.v1.TextMatch
+	8,  // 3: plexus.v1.SearchTextResponse.summary:type_name -> plexus.v1.SearchTextSummary
+	9,  // 4: plexus.v1.SearchTextSummary.final_matches:type_name -> plexus.v1.TextMatchList
+	7,  // 5: plexus.v1.TextMatchList.matches:type_name -> plexus.v1.TextMatch
+	14, // 6: plexus.v1.SearchChunksResponse.chunks:type_name -> plexus.v1.ChunkHit
+	14, // 7: plexus.v1.SearchVectorsResponse.chunks:type_name -> plexus.v1.ChunkHit
+	0,  // 8: plexus.v1.HostService.RequestApproval:input_type -> plexus.v1.RequestApprovalRequest
+	2,  // 9: plexus.v1.HostService.SearchSymbols:input_type -> plexus.v1.SearchSymbolsRequest
+	5,  // 10: plexus.v1.HostService.SearchText:input_type -> plexus.v1.SearchTextRequest
+	10, // 11: plexus.v1.HostService.SearchChunks:input_type -> plexus.v1.SearchChunksRequest
+	12, // 12: plexus.v1.HostService.SearchVectors:input_type -> plexus.v1.SearchVectorsRequest
+	1,  // 13: plexus.v1.HostService.RequestApproval:output_type -> plexus.v1.RequestApprovalResponse
+	3,  // 14: plexus.v1.HostService.SearchSymbols:output_type -> plexus.v1.SearchSymbolsResponse
+	6,  // 15: plexus.v1.HostService.SearchText:output_type -> plexus.v1.SearchTextResponse
+	11, // 16: plexus.v1.HostService.SearchChunks:output_type -> plexus.v1.SearchChunksResponse
+	13, // 17: plexus.v1.HostService.SearchVectors:output_type -> plexus.v1.SearchVectorsResponse
+	13, // [13:18] is the sub-list for method output_type
+	8,  // [8:13] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_plexus_v1_host_proto_init() }
@@ -232,13 +1337,17 @@ func file_plexus_v1_host_proto_init() {
 		return
 	}
 	file_plexus_v1_risk_proto_init()
+	file_plexus_v1_host_proto_msgTypes[6].OneofWrappers = []any{
+		(*SearchTextResponse_Match)(nil),
+		(*SearchTextResponse_Summary)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plexus_v1_host_proto_rawDesc), len(file_plexus_v1_host_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

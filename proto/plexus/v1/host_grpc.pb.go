@@ -20,6 +20,10 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	HostService_RequestApproval_FullMethodName = "/plexus.v1.HostService/RequestApproval"
+	HostService_SearchSymbols_FullMethodName   = "/plexus.v1.HostService/SearchSymbols"
+	HostService_SearchText_FullMethodName      = "/plexus.v1.HostService/SearchText"
+	HostService_SearchChunks_FullMethodName    = "/plexus.v1.HostService/SearchChunks"
+	HostService_SearchVectors_FullMethodName   = "/plexus.v1.HostService/SearchVectors"
 )
 
 // HostServiceClient is the client API for HostService service.
@@ -30,11 +34,37 @@ const (
 // GRPCBroker (one broker service per plugin process; its id travels in
 // InvokeRequest.host_broker_id). A plugin calls it back while one of its
 // calls runs; call_id ties the callback to that call.
+//
+// Errors: the status message is the engine's own words, verbatim, and the
+// code says which engine error it was:
+//   - FAILED_PRECONDITION: engine.ErrUnsupported (the engine has no code
+//     index, or no embedding model for SearchVectors).
+//   - INVALID_ARGUMENT: engine.ErrInvalidRequest (for example an invalid
+//     regular expression).
+//   - NOT_FOUND: engine.ErrNotFound (the workspace is not indexed), or
+//     call_id names no running call.
+//   - PERMISSION_DENIED: engine.ErrPermissionDenied.
+//   - DEADLINE_EXCEEDED: engine.ErrTimeout or the call's deadline.
+//   - CANCELED: the call was cancelled.
+//   - UNKNOWN: anything else.
 type HostServiceClient interface {
 	// RequestApproval asks the user, through the engine's policy and
 	// front-end, to approve an action the tool discovered it must take while
 	// running. It blocks until the user answers or the call's deadline passes.
 	RequestApproval(ctx context.Context, in *RequestApprovalRequest, opts ...grpc.CallOption) (*RequestApprovalResponse, error)
+	// SearchSymbols finds definitions (and, when asked, references) by name in
+	// the code index of the call's workspace: exact matches first, then
+	// prefix, then fuzzy, definitions before references.
+	SearchSymbols(ctx context.Context, in *SearchSymbolsRequest, opts ...grpc.CallOption) (*SearchSymbolsResponse, error)
+	// SearchText finds a literal or an RE2 regular expression, line by line,
+	// in the call's workspace. The stream carries each verified match as it
+	// is found, then exactly one summary, which ends it.
+	SearchText(ctx context.Context, in *SearchTextRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SearchTextResponse], error)
+	// SearchChunks ranks code chunks (a function, a type) against a
+	// natural-language query with BM25 over identifier-split words.
+	SearchChunks(ctx context.Context, in *SearchChunksRequest, opts ...grpc.CallOption) (*SearchChunksResponse, error)
+	// SearchVectors ranks code chunks by embedding similarity to the query.
+	SearchVectors(ctx context.Context, in *SearchVectorsRequest, opts ...grpc.CallOption) (*SearchVectorsResponse, error)
 }
 
 type hostServiceClient struct {
@@ -55,6 +85,55 @@ func (c *hostServiceClient) RequestApproval(ctx context.Context, in *RequestAppr
 	return out, nil
 }
 
+func (c *hostServiceClient) SearchSymbols(ctx context.Context, in *SearchSymbolsRequest, opts ...grpc.CallOption) (*SearchSymbolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchSymbolsResponse)
+	err := c.cc.Invoke(ctx, HostService_SearchSymbols_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) SearchText(ctx context.Context, in *SearchTextRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SearchTextResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &HostService_ServiceDesc.Streams[0], HostService_SearchText_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SearchTextRequest, SearchTextResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_SearchTextClient = grpc.ServerStreamingClient[SearchTextResponse]
+
+func (c *hostServiceClient) SearchChunks(ctx context.Context, in *SearchChunksRequest, opts ...grpc.CallOption) (*SearchChunksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchChunksResponse)
+	err := c.cc.Invoke(ctx, HostService_SearchChunks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hostServiceClient) SearchVectors(ctx context.Context, in *SearchVectorsRequest, opts ...grpc.CallOption) (*SearchVectorsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchVectorsResponse)
+	err := c.cc.Invoke(ctx, HostService_SearchVectors_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HostServiceServer is the server API for HostService service.
 // All implementations must embed UnimplementedHostServiceServer
 // for forward compatibility.
@@ -63,11 +142,37 @@ func (c *hostServiceClient) RequestApproval(ctx context.Context, in *RequestAppr
 // GRPCBroker (one broker service per plugin process; its id travels in
 // InvokeRequest.host_broker_id). A plugin calls it back while one of its
 // calls runs; call_id ties the callback to that call.
+//
+// Errors: the status message is the engine's own words, verbatim, and the
+// code says which engine error it was:
+//   - FAILED_PRECONDITION: engine.ErrUnsupported (the engine has no code
+//     index, or no embedding model for SearchVectors).
+//   - INVALID_ARGUMENT: engine.ErrInvalidRequest (for example an invalid
+//     regular expression).
+//   - NOT_FOUND: engine.ErrNotFound (the workspace is not indexed), or
+//     call_id names no running call.
+//   - PERMISSION_DENIED: engine.ErrPermissionDenied.
+//   - DEADLINE_EXCEEDED: engine.ErrTimeout or the call's deadline.
+//   - CANCELED: the call was cancelled.
+//   - UNKNOWN: anything else.
 type HostServiceServer interface {
 	// RequestApproval asks the user, through the engine's policy and
 	// front-end, to approve an action the tool discovered it must take while
 	// running. It blocks until the user answers or the call's deadline passes.
 	RequestApproval(context.Context, *RequestApprovalRequest) (*RequestApprovalResponse, error)
+	// SearchSymbols finds definitions (and, when asked, references) by name in
+	// the code index of the call's workspace: exact matches first, then
+	// prefix, then fuzzy, definitions before references.
+	SearchSymbols(context.Context, *SearchSymbolsRequest) (*SearchSymbolsResponse, error)
+	// SearchText finds a literal or an RE2 regular expression, line by line,
+	// in the call's workspace. The stream carries each verified match as it
+	// is found, then exactly one summary, which ends it.
+	SearchText(*SearchTextRequest, grpc.ServerStreamingServer[SearchTextResponse]) error
+	// SearchChunks ranks code chunks (a function, a type) against a
+	// natural-language query with BM25 over identifier-split words.
+	SearchChunks(context.Context, *SearchChunksRequest) (*SearchChunksResponse, error)
+	// SearchVectors ranks code chunks by embedding similarity to the query.
+	SearchVectors(context.Context, *SearchVectorsRequest) (*SearchVectorsResponse, error)
 	mustEmbedUnimplementedHostServiceServer()
 }
 
@@ -80,6 +185,18 @@ type UnimplementedHostServiceServer struct{}
 
 func (UnimplementedHostServiceServer) RequestApproval(context.Context, *RequestApprovalRequest) (*RequestApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestApproval not implemented")
+}
+func (UnimplementedHostServiceServer) SearchSymbols(context.Context, *SearchSymbolsRequest) (*SearchSymbolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchSymbols not implemented")
+}
+func (UnimplementedHostServiceServer) SearchText(*SearchTextRequest, grpc.ServerStreamingServer[SearchTextResponse]) error {
+	return status.Error(codes.Unimplemented, "method SearchText not implemented")
+}
+func (UnimplementedHostServiceServer) SearchChunks(context.Context, *SearchChunksRequest) (*SearchChunksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchChunks not implemented")
+}
+func (UnimplementedHostServiceServer) SearchVectors(context.Context, *SearchVectorsRequest) (*SearchVectorsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchVectors not implemented")
 }
 func (UnimplementedHostServiceServer) mustEmbedUnimplementedHostServiceServer() {}
 func (UnimplementedHostServiceServer) testEmbeddedByValue()                     {}
@@ -120,6 +237,71 @@ func _HostService_RequestApproval_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HostService_SearchSymbols_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchSymbolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).SearchSymbols(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_SearchSymbols_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).SearchSymbols(ctx, req.(*SearchSymbolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_SearchText_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SearchTextRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(HostServiceServer).SearchText(m, &grpc.GenericServerStream[SearchTextRequest, SearchTextResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type HostService_SearchTextServer = grpc.ServerStreamingServer[SearchTextResponse]
+
+func _HostService_SearchChunks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchChunksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).SearchChunks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_SearchChunks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).SearchChunks(ctx, req.(*SearchChunksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HostService_SearchVectors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchVectorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HostServiceServer).SearchVectors(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HostService_SearchVectors_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HostServiceServer).SearchVectors(ctx, req.(*SearchVectorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HostService_ServiceDesc is the grpc.ServiceDesc for HostService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -131,7 +313,25 @@ var HostService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RequestApproval",
 			Handler:    _HostService_RequestApproval_Handler,
 		},
+		{
+			MethodName: "SearchSymbols",
+			Handler:    _HostService_SearchSymbols_Handler,
+		},
+		{
+			MethodName: "SearchChunks",
+			Handler:    _HostService_SearchChunks_Handler,
+		},
+		{
+			MethodName: "SearchVectors",
+			Handler:    _HostService_SearchVectors_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SearchText",
+			Handler:       _HostService_SearchText_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "plexus/v1/host.proto",
 }

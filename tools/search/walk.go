@@ -1,4 +1,4 @@
-package fs
+package search
 
 import (
 	"bytes"
@@ -21,62 +21,28 @@ import (
 	"github.com/plexus-agent/plexus/engine/workspace"
 )
 
-// Progress of search_text is reported every progressFiles files or
+// This file is search_text's fallback: a pattern search that walks the
+// workspace and reads the files itself, for when there is no index.
+
+// Progress of the fallback is reported every progressFiles files or
 // progressInterval, whichever comes first.
 const (
 	progressFiles    = 100
 	progressInterval = 500 * time.Millisecond
 )
 
-// maxMatchText caps the text of one match, in bytes; longer lines are cut
-// to a window around the match.
+// maxMatchText caps the text of one match or context line, in bytes;
+// longer lines are cut to a window around the match.
 const maxMatchText = 300
 
-// MatchStream is the ToolOutput stream on which search_text sends each
-// match as "path:line:column: text".
-const MatchStream = "match"
+// binarySniffBytes is how much of a file is checked for a NUL byte to
+// tell binary from text, as git does.
+const binarySniffBytes = 8000
 
-// SearchResult is the content of a search_text result.
-type SearchResult struct {
-	// Matches are the matching lines in walk order (sorted paths, then
-	// line numbers), one per line.
-	Matches []Match `json:"matches"`
-	// FilesSearched counts the files whose contents were matched.
-	FilesSearched int `json:"files_searched"`
-	// FilesSkipped counts files left out as binary, larger than the size
-	// limit, or unreadable.
-	FilesSkipped int `json:"files_skipped"`
-	// Truncated is true when there were more matching lines than
-	// max_results; the search stopped there.
-	Truncated bool `json:"truncated"`
-	// Unreadable names directories whose contents could not be listed,
-	// with the reason.
-	Unreadable []string `json:"unreadable,omitempty"`
-}
+// maxUnreadable caps the directories a result names as unreadable.
+const maxUnreadable = 20
 
-// Match is one matching line.
-type Match struct {
-	// Path is the file, workspace-relative with slashes.
-	Path string `json:"path"`
-	// Line is 1-based.
-	Line int `json:"line"`
-	// Column is where the first match on the line starts: 1-based, in
-	// characters (Unicode code points).
-	Column int `json:"column"`
-	// Text is the line without its line ending, cut to a window around
-	// the match (marked with "…") when longer than 300 bytes.
-	Text string `json:"text"`
-}
-
-type searchArgs struct {
-	Pattern         *string `json:"pattern"`
-	Literal         *bool   `json:"literal"`
-	Path            *string `json:"path"`
-	Include         *string `json:"include"`
-	CaseInsensitive *bool   `json:"case_insensitive"`
-	MaxResults      *int    `json:"max_results"`
-	IncludeIgnored  *bool   `json:"include_ignored"`
-}
+func defaultWorkers() int { return runtime.GOMAXPROCS(0) }
 
 // matcher is a compiled search_text pattern.
 type matcher struct {
@@ -87,59 +53,10 @@ type matcher struct {
 	whole *regexp.Regexp
 }
 
-func defaultWorkers() int { return runtime.GOMAXPROCS(0) }
-
-func (t *Tools) searchText(ctx context.Context, root *workspace.Root, raw []byte, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
-	const tool = SearchTextTool
-	var a searchArgs
-	if err := decodeArgs(tool, raw, t.fields[tool], &a); err != nil {
-		return engine.ToolResult{}, err
-	}
-	if a.Pattern == nil || *a.Pattern == "" {
-		return engine.ToolResult{}, missing(tool, "pattern", "the regular expression or, with literal true, the text to search for")
-	}
-	m, err := compileSearch(*a.Pattern, a.Literal != nil && *a.Literal, a.CaseInsensitive != nil && *a.CaseInsensitive)
-	if err != nil {
-		return engine.ToolResult{}, invalid(tool, "pattern", "is not a valid RE2 regular expression: %v; escape special characters, or set literal to true to search for the text as written", err)
-	}
-	limit, err := maxResults(tool, a.MaxResults, t.opts.SearchResults, t.opts.MaxSearchResults)
-	if err != nil {
-		return engine.ToolResult{}, err
-	}
-	var include *glob
-	if a.Include != nil {
-		if include, err = newGlob(tool, "include", *a.Include); err != nil {
-			return engine.ToolResult{}, err
-		}
-	}
-	dir := "."
-	if a.Path != nil && *a.Path != "" {
-		dir = *a.Path
-	}
-	p, err := t.resolve(tool, root, dir)
-	if err != nil {
-		return engine.ToolResult{}, err
-	}
-	fi, err := root.FS().Stat(p.real)
-	if err != nil {
-		return engine.ToolResult{}, pathError(tool, root, p.given, err)
-	}
-	var res SearchResult
-	if fi.IsDir() {
-		res, err = t.searchDir(ctx, root, p, a.IncludeIgnored, include, m, limit, onUpdate)
-	} else {
-		res, err = t.searchOne(ctx, root, p, m, limit, onUpdate)
-	}
-	if err != nil {
-		return engine.ToolResult{}, err
-	}
-	return engine.JSONResult(res, res.summary())
-}
-
-// compileSearch builds the matcher of a pattern.
-func compileSearch(pattern string, literal, caseInsensitive bool) (matcher, error) {
+// compileSearch builds the matcher of a pattern: exact text unless regex.
+func compileSearch(pattern string, regex, caseInsensitive bool) (matcher, error) {
 	expr := pattern
-	if literal {
+	if !regex {
 		expr = regexp.QuoteMeta(pattern)
 	}
 	if caseInsensitive {
@@ -161,23 +78,41 @@ func compileSearch(pattern string, literal, caseInsensitive bool) (matcher, erro
 	return m, nil
 }
 
+// walkSearch searches the directory or file tq names without the index.
+func (t *Tools) walkSearch(ctx context.Context, root *workspace.Root, tq textQuery, onUpdate func(engine.ToolUpdate)) (TextResult, error) {
+	dir, err := tq.p.isDir(SearchTextTool, root)
+	if err != nil {
+		return TextResult{}, err
+	}
+	if dir {
+		return t.searchDir(ctx, root, tq, onUpdate)
+	}
+	return t.searchOne(ctx, root, tq, onUpdate)
+}
+
 // fileJob is one file of a search, filled in by a worker.
 type fileJob struct {
 	rel, real string
 	done      chan struct{} // closed when the fields below are set
 
-	matches []Match
+	matches []engine.TextMatch
 	skipped string // why the file was not searched; "" when it was
 }
 
 // searchDir searches every file below a directory with workers, and
-// streams matches in walk order.
-func (t *Tools) searchDir(ctx context.Context, root *workspace.Root, p resolved, includeIgnored *bool, include *glob, m matcher, limit int, onUpdate func(engine.ToolUpdate)) (SearchResult, error) {
+// streams matches in walk order. Ignored files are left out unless the
+// directory itself is ignored (it was named explicitly).
+func (t *Tools) searchDir(ctx context.Context, root *workspace.Root, tq textQuery, onUpdate func(engine.ToolUpdate)) (TextResult, error) {
 	const tool = SearchTextTool
-	opts, err := t.walkOptions(tool, root, p, includeIgnored)
-	if err != nil {
-		return SearchResult{}, err
+	p := tq.p
+	if inGitDir(p.show) || inGitDir(filepath.ToSlash(p.real)) {
+		return TextResult{}, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s is inside .git, which is never searched; use git commands through run_command instead", tool, p.show)
 	}
+	ignored, err := root.Ignored(p.real)
+	if err != nil {
+		return TextResult{}, pathError(tool, root, p.given, err)
+	}
+	opts := workspace.WalkOptions{IncludeIgnored: ignored}
 	var unreadable []string // written by the walk goroutine, read after wg.Wait
 	opts.OnError = func(rel string, err error) error {
 		t.opts.Logger.Debug("search_text: directory skipped", "dir", rel, "err", err)
@@ -186,6 +121,7 @@ func (t *Tools) searchDir(ctx context.Context, root *workspace.Root, p resolved,
 		}
 		return nil
 	}
+	limit := tq.q.Limit
 
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -204,7 +140,7 @@ func (t *Tools) searchDir(ctx context.Context, root *workspace.Root, p resolved,
 				return nil
 			}
 			below := relTo(p.show, rel)
-			if !include.match(rel, below) {
+			if !tq.include.MatchUnder(rel, below) {
 				return nil
 			}
 			j := &fileJob{rel: rel, real: filepath.FromSlash(joinRel(realDir, below)), done: make(chan struct{})}
@@ -226,13 +162,13 @@ func (t *Tools) searchDir(ctx context.Context, root *workspace.Root, p resolved,
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				t.searchFile(sctx, root, j, m, limit+1)
+				t.searchFile(sctx, root, j, tq.m, limit+1, tq.q.ContextLines)
 				close(j.done)
 			}
 		}()
 	}
 
-	res := SearchResult{Matches: []Match{}}
+	res := TextResult{Matches: []engine.TextMatch{}}
 	lastProgress := time.Now()
 collect:
 	for j := range order {
@@ -253,7 +189,7 @@ collect:
 				break collect
 			}
 			res.Matches = append(res.Matches, mt)
-			onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: MatchStream, Text: mt.String()}})
+			onUpdate(matchUpdate(mt))
 		}
 		if n := res.FilesSearched + res.FilesSkipped; n%progressFiles == 0 || time.Since(lastProgress) >= progressInterval {
 			onUpdate(engine.ToolUpdate{Progress: &engine.ToolProgress{Message: fmt.Sprintf("searched %s, %s so far", plural(n, "file", "files"), plural(len(res.Matches), "match", "matches"))}})
@@ -263,10 +199,10 @@ collect:
 	stop()
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return SearchResult{}, ctxError(tool, err)
+		return TextResult{}, ctxError(tool, err)
 	}
 	if walkErr != nil && !errors.Is(walkErr, context.Canceled) {
-		return SearchResult{}, walkError(ctx, tool, root, p, walkErr)
+		return TextResult{}, pathError(tool, root, p.given, walkErr)
 	}
 	res.Unreadable = unreadable
 	return res, nil
@@ -274,36 +210,33 @@ collect:
 
 // searchOne searches the one file a call named. Unlike files met in a
 // walk, a file that cannot be searched is an error that says why.
-func (t *Tools) searchOne(ctx context.Context, root *workspace.Root, p resolved, m matcher, limit int, onUpdate func(engine.ToolUpdate)) (SearchResult, error) {
+func (t *Tools) searchOne(ctx context.Context, root *workspace.Root, tq textQuery, onUpdate func(engine.ToolUpdate)) (TextResult, error) {
 	const tool = SearchTextTool
-	f, err := openRegular(tool, root, p)
-	if err != nil {
-		return SearchResult{}, err
-	}
-	f.Close()
+	p := tq.p
 	j := &fileJob{rel: p.show, real: p.real}
-	t.searchFile(ctx, root, j, m, limit+1)
+	t.searchFile(ctx, root, j, tq.m, tq.q.Limit+1, tq.q.ContextLines)
 	if err := ctx.Err(); err != nil {
-		return SearchResult{}, ctxError(tool, err)
+		return TextResult{}, ctxError(tool, err)
 	}
 	if j.skipped != "" {
-		return SearchResult{}, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s %s; use read_file with a line range to look at part of it", tool, p.show, j.skipped)
+		return TextResult{}, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s %s; use read_file with a line range to look at part of it", tool, p.show, j.skipped)
 	}
-	res := SearchResult{Matches: []Match{}, FilesSearched: 1}
+	res := TextResult{Matches: []engine.TextMatch{}, FilesSearched: 1}
 	for _, mt := range j.matches {
-		if len(res.Matches) == limit {
+		if len(res.Matches) == tq.q.Limit {
 			res.Truncated = true
 			break
 		}
 		res.Matches = append(res.Matches, mt)
-		onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: MatchStream, Text: mt.String()}})
+		onUpdate(matchUpdate(mt))
 	}
 	return res, nil
 }
 
-// searchFile reads one file and records up to max matching lines in j,
-// or why it was skipped.
-func (t *Tools) searchFile(ctx context.Context, root *workspace.Root, j *fileJob, m matcher, max int) {
+// searchFile reads one file and records up to maxMatches matching lines in j,
+// each with up to contextLines lines before and after it, or why the file
+// was skipped.
+func (t *Tools) searchFile(ctx context.Context, root *workspace.Root, j *fileJob, m matcher, maxMatches, contextLines int) {
 	f, err := root.FS().OpenFile(j.real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		j.skipped = fmt.Sprintf("could not be opened: %v", root.FSError(j.rel, err))
@@ -337,6 +270,10 @@ func (t *Tools) searchFile(ctx context.Context, root *workspace.Root, j *fileJob
 	if m.whole != nil && bytes.IndexByte(data, '\r') < 0 && !m.whole.Match(data) {
 		return
 	}
+	var (
+		before  [][]byte // up to contextLines lines before the current one
+		waiting []int    // indexes in j.matches of matches still short of after lines
+	)
 	for n := 1; len(data) > 0; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
 			return
@@ -348,15 +285,36 @@ func (t *Tools) searchFile(ctx context.Context, root *workspace.Root, j *fileJob
 			data = nil
 		}
 		line = bytes.TrimSuffix(line, []byte("\r"))
-		loc := m.line.FindIndex(line)
-		if loc == nil {
-			continue
+		for k := 0; k < len(waiting); {
+			mt := &j.matches[waiting[k]]
+			mt.After = append(mt.After, excerpt(line, 0, 0))
+			if len(mt.After) == contextLines {
+				waiting = append(waiting[:k], waiting[k+1:]...)
+			} else {
+				k++
+			}
 		}
-		j.matches = append(j.matches, Match{
-			Path: j.rel, Line: n, Column: utf8.RuneCount(line[:loc[0]]) + 1, Text: excerpt(line, loc[0], loc[1]),
-		})
-		if len(j.matches) >= max {
-			return
+		if len(j.matches) >= maxMatches {
+			if len(waiting) == 0 {
+				return
+			}
+			continue // only after lines are still wanted
+		}
+		if loc := m.line.FindIndex(line); loc != nil {
+			mt := engine.TextMatch{Path: j.rel, Line: n, Column: utf8.RuneCount(line[:loc[0]]) + 1, Text: excerpt(line, loc[0], loc[1])}
+			for _, b := range before {
+				mt.Before = append(mt.Before, excerpt(b, 0, 0))
+			}
+			j.matches = append(j.matches, mt)
+			if contextLines > 0 {
+				waiting = append(waiting, len(j.matches)-1)
+			}
+		}
+		if contextLines > 0 {
+			if len(before) == contextLines {
+				before = before[1:]
+			}
+			before = append(before, line)
 		}
 	}
 }
@@ -390,27 +348,28 @@ func excerpt(line []byte, start, end int) string {
 	return b.String()
 }
 
-// String formats m as the match stream does: "path:line:column: text".
-func (m Match) String() string {
-	return fmt.Sprintf("%s:%d:%d: %s", m.Path, m.Line, m.Column, m.Text)
+// inGitDir reports whether a slash path has a .git component.
+func inGitDir(p string) bool {
+	for part := range strings.SplitSeq(p, "/") {
+		if part == ".git" {
+			return true
+		}
+	}
+	return false
 }
 
-func (r SearchResult) summary() string {
-	files := map[string]bool{}
-	for _, m := range r.Matches {
-		files[m.Path] = true
+// joinRel joins a workspace-relative directory and a path below it.
+func joinRel(dir, rel string) string {
+	if dir == "." {
+		return rel
 	}
-	var s string
-	if len(r.Matches) == 0 {
-		s = "no matches in " + plural(r.FilesSearched, "file", "files")
-	} else {
-		s = fmt.Sprintf("%s in %s", plural(len(r.Matches), "match", "matches"), plural(len(files), "file", "files"))
+	return dir + "/" + rel
+}
+
+// relTo returns rel relative to the directory dir (both workspace-relative).
+func relTo(dir, rel string) string {
+	if dir == "." {
+		return rel
 	}
-	if r.Truncated {
-		s += " (truncated)"
-	}
-	if r.FilesSkipped > 0 {
-		s += fmt.Sprintf(", %s skipped", plural(r.FilesSkipped, "file", "files"))
-	}
-	return s
+	return strings.TrimPrefix(rel, dir+"/")
 }

@@ -1,0 +1,19 @@
+package search
+
+import (
+	"strings"
+
+	"github.com/plexus-agent/plexus/engine/workspace"
+)
+
+// newGlob parses a glob argument (workspace.Glob syntax: *, ?, [...] and **
+// for any number of directories; without a slash it matches base names);
+// field names the argument in errors, which are *engine.ToolError with
+// code invalid_input.
+func newGlob(tool, field, pattern string) (*workspace.Glob, error) {
+	g, err := workspace.ParseGlob(pattern)
+	if err != nil {
+		return nil, invalid(tool, field, "is not a valid glob: %s", strings.TrimPrefix(err.Error(), workspace.ErrBadGlob.Error()+": "))
+	}
+	return g, nil
+}
