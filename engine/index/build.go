@@ -111,7 +111,7 @@ const maxBinaryProbe = 8000
 // processFile reads, hashes and (as needed) analyses one file. needDoc
 // says whether the segment needs the document when the content is already
 // stored.
-func (ix *Index) processFile(ctx context.Context, w fileWork, known map[[32]byte]contentRow, needDoc func(id int64) bool, ts *trigramSet) fileResult {
+func (ix *Index) processFile(ctx context.Context, w fileWork, known func([32]byte) (contentRow, bool), needDoc func(id int64) bool, ts *trigramSet) fileResult {
 	r := fileResult{fileWork: w}
 	data, err := ix.fsroot.FS().ReadFile(w.path)
 	if err != nil {
@@ -130,7 +130,7 @@ func (ix *Index) processFile(ctx context.Context, w fileWork, known map[[32]byte
 	}
 	r.hash = sha256.Sum256(data)
 	var an storedAnalysis
-	if row, ok := known[r.hash]; ok && row.analyzer == analyzerVersion {
+	if row, ok := known(r.hash); ok && row.analyzer == analyzerVersion {
 		r.known = &row
 		r.lang = row.lang
 		if !needDoc(row.id) {
@@ -298,9 +298,18 @@ func (ix *Index) Build(ctx context.Context, opts BuildOptions) (BuildStats, erro
 func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, full bool, report func(Progress, bool)) (BuildStats, error) {
 	stats := BuildStats{Full: full, Removed: len(removed)}
 	svc := ix.svc
-	known, err := svc.knownContents(ctx)
-	if err != nil {
-		return stats, err
+	// A full build looks every content up, so it loads them all at once;
+	// an update looks up the few it reads.
+	known := svc.lookupContent
+	if full {
+		all, err := svc.knownContents(ctx)
+		if err != nil {
+			return stats, err
+		}
+		known = func(h [32]byte) (contentRow, bool) {
+			r, ok := all[h]
+			return r, ok
+		}
 	}
 	ix.mu.RLock()
 	oldFiles, base, oldDelta := ix.files, ix.base, ix.deltaDocs
@@ -406,6 +415,7 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 			// workers before either was stored.
 			id = added[r.hash]
 		default:
+			var err error
 			id, err = batch.putContent(ctx, r.hash, r.size, r.lang, r.blob)
 			if err != nil {
 				firstErr = err
@@ -470,7 +480,6 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 	ix.mu.Lock()
 	ix.files, ix.paths = newFiles, pathsByContent(newFiles)
 	ix.base, ix.gen, ix.delta, ix.deltaDocs = seg, gen, delta, newDelta
-	ix.symtab = nil
 	ix.updated = time.Now()
 	ix.mu.Unlock()
 	ix.kickEmbedding()

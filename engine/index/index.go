@@ -133,7 +133,6 @@ type Index struct {
 	gen       int64
 	delta     *segment           // contents changed since base; may be nil
 	deltaDocs map[int64]*docData // what delta is built from
-	symtab    *symbolTable       // built lazily from base and delta
 	updated   time.Time
 
 	// hashMap locates live chunks by text hash for vector hits, cached
@@ -142,6 +141,12 @@ type Index struct {
 	hashMapBase, hashMapDelta *segment
 
 	vec vectorState
+
+	// Symbol tables of the base and delta segments, built lazily for the
+	// segments they name.
+	symMu                     sync.Mutex
+	baseSyms, deltaSyms       *symbolTable
+	baseSymsFor, deltaSymsFor *segment
 
 	progress atomic.Pointer[Progress]
 }

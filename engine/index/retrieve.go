@@ -289,18 +289,22 @@ func (ix *Index) symbolChunks(s snapshot, idents []string) ([]scoredChunk, []str
 	if len(idents) == 0 {
 		return nil, nil
 	}
-	t := ix.symbols(s)
+	tables := ix.symbolTables(s)
 	var out []scoredChunk
 	var found []string
 	seen := map[chunkKey]bool{}
 	for _, id := range idents {
-		refs := t.byNorm[normName(id)]
+		var refs []symRef
+		for _, t := range tables {
+			for _, si := range t.byNorm[normName(id)] {
+				refs = append(refs, t.syms[si])
+			}
+		}
 		if len(refs) == 0 || len(refs) > 200 { // a name defined everywhere says little
 			continue
 		}
 		found = append(found, id)
-		for _, si := range refs {
-			r := t.syms[si]
+		for _, r := range refs {
 			sy := r.info()
 			d := &r.seg.docs[r.doc]
 			ci := sort.Search(len(d.chunks), func(i int) bool { return d.chunks[i].end >= sy.line })

@@ -154,6 +154,13 @@ func (s *Service) knownContents(ctx context.Context) (map[[32]byte]contentRow, e
 	return out, rows.Err()
 }
 
+// lookupContent finds one stored content by hash.
+func (s *Service) lookupContent(h [32]byte) (contentRow, bool) {
+	var r contentRow
+	err := s.db.QueryRow(`SELECT id, analyzer, lang FROM contents WHERE hash=?`, h[:]).Scan(&r.id, &r.analyzer, &r.lang)
+	return r, err == nil
+}
+
 // analysisBlob reads a stored analysis.
 func (s *Service) analysisBlob(ctx context.Context, id int64) ([]byte, error) {
 	var blob []byte

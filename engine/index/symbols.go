@@ -12,9 +12,7 @@ import (
 	"github.com/plexus-agent/plexus/engine/index/syntax"
 )
 
-// symbolTable indexes the definitions of every live content for name
-// search. It is built from the segments on the first symbol search after
-// a change.
+// symbolTable indexes the definitions of a segment for name search.
 type symbolTable struct {
 	syms []symRef
 	// byNorm maps a normalised name (lower case, no '_' or '-') to the
@@ -56,15 +54,19 @@ func normName(s string) string {
 	return b.String()
 }
 
-func buildSymbolTable(s snapshot) *symbolTable {
+// buildSymbolTable indexes the definitions of the given segments. It does
+// not look at which contents are live: searches map hits to live paths,
+// so a table stays valid (for the segments it was built from) across
+// catalog changes.
+func buildSymbolTable(segs ...*segment) *symbolTable {
 	t := &symbolTable{byNorm: map[string][]int32{}}
 	wordSet := map[string]map[string]bool{}
-	for _, seg := range s.segments() {
+	for _, seg := range segs {
+		if seg == nil {
+			continue
+		}
 		for di := range seg.docs {
 			d := &seg.docs[di]
-			if len(s.paths[d.content]) == 0 {
-				continue // no live path holds this content
-			}
 			for si := range d.symbols {
 				name := seg.str(d.symbols[si].name)
 				n := normName(name)
@@ -206,7 +208,6 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 		return nil, err
 	}
 	s := ix.snap()
-	t := ix.symbols(s)
 	qn := normName(query)
 	var qwords []string
 	splitWords(query, func(w string) { qwords = append(qwords, w) })
@@ -214,7 +215,31 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 	if len(qwords) == 1 && len(query) <= 5 && strings.ToLower(query) == query {
 		acronym = query
 	}
+	var hits []engine.SymbolHit
+	for _, t := range ix.symbolTables(s) {
+		hits = append(hits, t.search(s, f, q, query, qn, qwords, acronym, limit)...)
+	}
+	sortHits(hits)
+	if q.IncludeRefs && len(hits) < limit {
+		refs, err := ix.references(ctx, s, query, f, limit-len(hits))
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, refs...)
+	}
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	return hits, nil
+}
 
+// matchTier orders match kinds: exact before prefix before fuzzy, whatever
+// the boosts within a tier.
+var matchTier = map[string]int{"exact": 0, "prefix": 1, "fuzzy": 2}
+
+// search returns the table's hits for a query, mapped to the snapshot's
+// live paths.
+func (t *symbolTable) search(s snapshot, f pathFilter, q engine.SymbolQuery, query, qn string, qwords []string, acronym string, limit int) []engine.SymbolHit {
 	scores := map[string]float64{} // normalised name → tier score
 	if _, ok := t.byNorm[qn]; ok {
 		scores[qn] = scoreExact
@@ -241,14 +266,13 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 					continue
 				}
 				seen++
-				name := t.syms[t.byNorm[n][0]].seg.str(t.syms[t.byNorm[n][0]].info().name)
-				if fs := fuzzyScore(qwords, acronym, name); fs > 0 {
+				first := t.syms[t.byNorm[n][0]]
+				if fs := fuzzyScore(qwords, acronym, first.seg.str(first.info().name)); fs > 0 {
 					scores[n] = scoreFuzzy + 0.5*fs
 				}
 			}
 		}
 	}
-
 	var hits []engine.SymbolHit
 	for n, score := range scores {
 		match := "fuzzy"
@@ -262,17 +286,21 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 			ref := t.syms[si]
 			sy := ref.info()
 			d := &ref.seg.docs[ref.doc]
-			name := ref.seg.str(sy.name)
 			kind := ref.seg.str(sy.kind)
 			if q.Kind != "" && kind != q.Kind {
 				continue
 			}
+			paths := s.paths[d.content]
+			if len(paths) == 0 {
+				continue // no live path holds this content any more
+			}
+			name := ref.seg.str(sy.name)
 			sc := score + kindBoost(kind)
 			if name == query {
 				sc += 0.2
 			}
 			sc -= 0.001 * float64(len(name))
-			for _, p := range s.paths[d.content] {
+			for _, p := range paths {
 				if !f.match(p) {
 					continue
 				}
@@ -284,23 +312,8 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 			}
 		}
 	}
-	sortHits(hits)
-	if q.IncludeRefs && len(hits) < limit {
-		refs, err := ix.references(ctx, s, query, f, limit-len(hits))
-		if err != nil {
-			return nil, err
-		}
-		hits = append(hits, refs...)
-	}
-	if len(hits) > limit {
-		hits = hits[:limit]
-	}
-	return hits, nil
+	return hits
 }
-
-// matchTier orders match kinds: exact before prefix before fuzzy, whatever
-// the boosts within a tier.
-var matchTier = map[string]int{"exact": 0, "prefix": 1, "fuzzy": 2}
 
 func sortHits(hits []engine.SymbolHit) {
 	sort.SliceStable(hits, func(i, j int) bool {
@@ -317,19 +330,19 @@ func sortHits(hits []engine.SymbolHit) {
 	})
 }
 
-// symbols returns the symbol table of the current state, building it on
-// first use after a change.
-func (ix *Index) symbols(s snapshot) *symbolTable {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.symtab == nil || ix.base != s.base || ix.delta != s.delta {
-		ix.symtab = buildSymbolTable(ix.snapLocked())
+// symbolTables returns the symbol tables of the snapshot's base and delta
+// segments, building each on first use. The base table (the big one)
+// survives changes that only touch the delta.
+func (ix *Index) symbolTables(s snapshot) []*symbolTable {
+	ix.symMu.Lock()
+	defer ix.symMu.Unlock()
+	if ix.baseSyms == nil || ix.baseSymsFor != s.base {
+		ix.baseSyms, ix.baseSymsFor = buildSymbolTable(s.base), s.base
 	}
-	return ix.symtab
-}
-
-func (ix *Index) snapLocked() snapshot {
-	return snapshot{base: ix.base, delta: ix.delta, files: ix.files, paths: ix.paths}
+	if ix.deltaSyms == nil || ix.deltaSymsFor != s.delta {
+		ix.deltaSyms, ix.deltaSymsFor = buildSymbolTable(s.delta), s.delta
+	}
+	return []*symbolTable{ix.baseSyms, ix.deltaSyms}
 }
 
 // references returns up to limit references to name: the contents whose
