@@ -151,6 +151,17 @@ func (g *globalFlags) openIndex(ctx context.Context, models map[string]engine.Mo
 		}
 		opts.Embedder, opts.EmbedModel, opts.EmbedLabel = m, ref.Name, ref.String()
 	}
+	if g.rerankModel != "" {
+		ref, err := engine.ParseModelRef(g.rerankModel)
+		if err != nil {
+			return nil, usageErr("--rerank-model: %v", err)
+		}
+		m, ok := models[ref.Provider]
+		if !ok {
+			return nil, usageErr("--rerank-model %s: no model provider %q is loaded", g.rerankModel, ref.Provider)
+		}
+		opts.Reranker, opts.RerankModel, opts.RerankLabel = m, ref.Name, ref.String()
+	}
 	svc, err := index.Open(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open the index in %s: %w (choose another place with --data-dir)", g.dataDir, err)

@@ -43,6 +43,11 @@ type Options struct {
 	// VectorPrecision is how vectors are held in memory (float32
 	// default, or int8).
 	VectorPrecision vector.Precision
+	// Reranker, when set, reorders the leading retrieval candidates after
+	// the feature-based rerank, through a chat call of model RerankModel
+	// (RerankLabel names it for people).
+	Reranker                 engine.Model
+	RerankModel, RerankLabel string
 	// EmbedInBackground embeds new chunks in the background after each
 	// update (for long-running servers). Without it, vectors come only
 	// from Index.Embed and from earlier runs.

@@ -130,9 +130,20 @@ func (ix *Index) Retrieve(ctx context.Context, req engine.RetrievalRequest, emit
 		cands = cands[:rerankCandidates]
 	}
 	rerank(cands, queryTerms(req.Query))
+	how := "features"
+	if ix.svc.opts.Reranker != nil {
+		if err := ix.modelRerank(ctx, req.Query, cands); err != nil {
+			if ctx.Err() != nil {
+				return engine.RetrievalResult{}, ctx.Err()
+			}
+			how = fmt.Sprintf("features (the model reranker %s failed: %v)", ix.svc.opts.RerankLabel, err)
+		} else {
+			how = "features, then " + ix.svc.opts.RerankLabel
+		}
+	}
 	res := ix.pack(cands, req.TokenBudget)
 	emit(engine.RetrievalEvent{Stage: engine.StageReranking, Count: len(cands),
-		Message: fmt.Sprintf("reranked %d candidates; packed %d snippets (%d of %d tokens)", len(cands), len(res.Snippets), res.Tokens, req.TokenBudget)})
+		Message: fmt.Sprintf("reranked %d candidates by %s; packed %d snippets (%d of %d tokens)", len(cands), how, len(res.Snippets), res.Tokens, req.TokenBudget)})
 	return res, nil
 }
 
