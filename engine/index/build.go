@@ -145,11 +145,14 @@ func (ix *Index) processFile(ctx context.Context, w fileWork, known func([32]byt
 			return r
 		}
 	} else {
-		r.lang = string(syntax.Detect(w.path, data[:min(len(data), 512)]))
+		r.lang = string(syntax.Detect(w.path, data[:min(len(data), 4096)]))
 		a, err := syntax.Analyze(syntax.Lang(r.lang), data, ix.svc.opts.Syntax)
 		if err != nil {
 			r.err = fmt.Errorf("analyse %s: %w", w.path, err)
 			return r
+		}
+		if a.Fallback != nil {
+			ix.svc.log.Info("index: indexed as text", "path", w.path, "lang", r.lang, "reason", a.Fallback)
 		}
 		an = fromSyntax(a)
 		r.blob = an.encode()

@@ -31,6 +31,13 @@ const (
 	KindMacro       Kind = "macro"       // C/C++ #define, Rust macro_rules!
 )
 
+// allKinds lists every Kind.
+var allKinds = []Kind{
+	KindFunction, KindMethod, KindConstructor, KindClass, KindStruct,
+	KindInterface, KindTrait, KindEnum, KindType, KindConst, KindVar,
+	KindField, KindEnumMember, KindModule, KindMacro,
+}
+
 // Symbol is one definition.
 type Symbol struct {
 	Name string
@@ -89,6 +96,10 @@ type Analysis struct {
 	// Chunks are in order, do not overlap, and cover every non-blank line
 	// of the file exactly once. None is longer than MaxChunkLines.
 	Chunks []Chunk
+	// Fallback is nil, or why a file of a Supported language was
+	// indexed as text: ErrParseBudget. Symbols and Refs are then empty
+	// and Chunks are cut at paragraphs.
+	Fallback error
 }
 
 // Options tune Analyze. The zero value means the defaults.
@@ -114,6 +125,10 @@ const (
 // ErrTooLarge is returned for a file of 2 GiB or more.
 var ErrTooLarge = errors.New("syntax: file too large")
 
+// ErrParseBudget is the Analysis.Fallback cause when tree-sitter gave up
+// on a file whose parse exceeded its work budget (pathological input).
+var ErrParseBudget = errors.New("syntax: parse exceeded its work budget")
+
 func (o Options) normalized() Options {
 	if o.MaxChunkLines <= 0 {
 		o.MaxChunkLines = DefaultMaxChunkLines
@@ -130,12 +145,15 @@ func (o Options) normalized() Options {
 // Analyze parses src as lang and returns its symbols, references and
 // chunks. For a language Supported does not report it returns chunks only,
 // cut at blank-line-separated paragraphs. Source that does not parse
-// yields what can be recovered: tree-sitter recovers from errors, and Go
-// keeps the declarations go/parser managed to read, chunking the rest by
-// blank lines. Analyze never panics on arbitrary bytes. It returns
-// ErrTooLarge for src of 2 GiB or more, and an error naming the language
-// when a tree-sitter parser cannot be set up or returns no tree (the caller
-// may then index the file as LangText). It is safe for concurrent use.
+// yields what can be recovered: tree-sitter recovers from errors; for Go,
+// the declarations that end before go/parser's first error are kept, and
+// the rest is chunked by blank lines and scanned for references. Input on
+// which tree-sitter's error recovery blows up is cut off by a work budget
+// proportional to its size and indexed as text (Analysis.Fallback).
+// Analyze never panics on arbitrary bytes. It returns ErrTooLarge for src
+// of 2 GiB or more, and an error naming the language when a tree-sitter
+// grammar or query cannot be loaded (a build problem). It is safe for
+// concurrent use.
 func Analyze(lang Lang, src []byte, opts Options) (*Analysis, error) {
 	if len(src) >= math.MaxInt32 {
 		return nil, ErrTooLarge
@@ -147,7 +165,10 @@ func Analyze(lang Lang, src []byte, opts Options) (*Analysis, error) {
 	case lang == LangGo:
 		analyzeGo(a, src, lines)
 	case Supported(lang):
-		if err := analyzeTreeSitter(a, lang, src, lines); err != nil {
+		switch err := analyzeTreeSitter(a, lang, src, lines); {
+		case errors.Is(err, ErrParseBudget):
+			a.Symbols, a.Refs, a.Fallback = nil, nil, err
+		case err != nil:
 			return nil, fmt.Errorf("syntax: analyze %s: %w", lang, err)
 		}
 	}

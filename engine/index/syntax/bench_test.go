@@ -89,3 +89,32 @@ func BenchmarkAnalyzeGoroot(b *testing.B) {
 		wg.Wait()
 	}
 }
+
+// BenchmarkAnalyze analyses one realistic file per language from testdata
+// and reports throughput in MB/s.
+func BenchmarkAnalyze(b *testing.B) {
+	files := []string{
+		"ratelimit.go", "server.py", "router.js", "store.ts", "TodoList.tsx",
+		"lexer.rs", "LruCache.java", "hashmap.c", "graph.cpp",
+	}
+	for _, name := range files {
+		path := filepath.Join("testdata", name)
+		src, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lang := Detect(path, src)
+		b.Run(string(lang), func(b *testing.B) {
+			if _, err := Analyze(lang, src, Options{}); err != nil {
+				b.Fatal(err) // also compiles the query outside the timing
+			}
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Analyze(lang, src, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

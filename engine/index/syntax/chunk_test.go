@@ -2,10 +2,12 @@ package syntax
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func chunkStrings(chunks []Chunk) []string {
@@ -266,5 +268,57 @@ func TestInvariantsTestdata(t *testing.T) {
 				t.Errorf("%s %+v: %s", in.name, opts, msg)
 			}
 		}
+	}
+}
+
+// TestInvariantsCorpus checks the invariants on every file under the
+// directory named by PLEXUS_SYNTAX_CORPUS (a checkout of any project), and
+// logs throughput per language. It is skipped when the variable is unset.
+func TestInvariantsCorpus(t *testing.T) {
+	root := os.Getenv("PLEXUS_SYNTAX_CORPUS")
+	if root == "" {
+		t.Skip("PLEXUS_SYNTAX_CORPUS not set")
+	}
+	type stat struct {
+		files, bytes, symbols int
+		took                  time.Duration
+	}
+	stats := map[Lang]*stat{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		lang := Detect(path, src[:min(len(src), 512)])
+		start := time.Now()
+		a, err := Analyze(lang, src, Options{})
+		took := time.Since(start)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			return nil
+		}
+		if msg := checkAnalysis(src, a, Options{}); msg != "" {
+			t.Errorf("%s: %s", path, msg)
+		}
+		s := stats[lang]
+		if s == nil {
+			s = &stat{}
+			stats[lang] = s
+		}
+		s.files++
+		s.bytes += len(src)
+		s.symbols += len(a.Symbols)
+		s.took += took
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lang, s := range stats {
+		t.Logf("%-10s %6d files %8.2f MB %9v %7.1f MB/s %7d symbols", lang, s.files,
+			float64(s.bytes)/1e6, s.took.Round(time.Millisecond), float64(s.bytes)/1e6/s.took.Seconds(), s.symbols)
 	}
 }

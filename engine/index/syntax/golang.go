@@ -41,26 +41,69 @@ func analyzeGo(a *Analysis, src []byte, lines *lineIndex) {
 		}
 		limit = token.Pos(g.base + max(first, 0))
 	}
+	var decls []ast.Decl
 	if f != nil {
-		for _, d := range f.Decls {
+		decls = f.Decls
+		for i, d := range decls {
 			if d.End() > limit {
+				decls = decls[:i]
 				break
 			}
-			g.decl(d)
 		}
+	}
+	n := countGoSymbols(decls)
+	a.Symbols = make([]Symbol, 0, n)
+	g.defs = make([]int32, 0, n)
+	for _, d := range decls {
+		g.decl(d)
 	}
 	if !slices.IsSorted(g.defs) {
 		slices.Sort(g.defs)
 	}
 	sortSymbols(a.Symbols)
 
-	rc := newRefCollector(len(src))
+	rc := getRefCollector()
 	if err == nil {
 		g.walkRefs(f, rc)
 	} else {
 		g.scanRefs(src, rc)
 	}
 	a.Refs = rc.refs()
+	rc.release()
+}
+
+// countGoSymbols returns an upper bound of the symbols decls define, so
+// that the symbol slice is allocated once.
+func countGoSymbols(decls []ast.Decl) int {
+	n := 0
+	for _, d := range decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			n++
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				switch s := spec.(type) {
+				case *ast.ValueSpec:
+					n += len(s.Names)
+				case *ast.TypeSpec:
+					n++
+					var fields *ast.FieldList
+					switch t := s.Type.(type) {
+					case *ast.StructType:
+						fields = t.Fields
+					case *ast.InterfaceType:
+						fields = t.Methods
+					}
+					if fields != nil {
+						for _, fl := range fields.List {
+							n += max(1, len(fl.Names))
+						}
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 func (g *goAnalyzer) off(p token.Pos) int {

@@ -186,11 +186,11 @@ func main() {
 		name string
 		want []int32
 	}{
-		{"Reader", []int32{7, 14}},  // definition on line 5 excluded
-		{"Read", []int32{16}},       // selector name; definition on line 7 excluded
-		{"buf", []int32{8, 9, 14}},  // field uses and composite-literal key; definition excluded
-		{"fmt", []int32{16}},        // package name in a selector; the import path is a string
-		{"Println", []int32{16}},    // selector
+		{"Reader", []int32{7, 14}}, // definition on line 5 excluded
+		{"Read", []int32{16}},      // selector name; definition on line 7 excluded
+		{"buf", []int32{8, 9, 14}}, // field uses and composite-literal key; definition excluded
+		{"fmt", []int32{16}},       // package name in a selector; the import path is a string
+		{"Println", []int32{16}},   // selector
 		{"r", []int32{7, 8, 9, 14, 15, 16}},
 		{"byte", []int32{5, 7, 14}}, // predeclared types are identifiers too
 		{"main", nil},               // package clause and func definition

@@ -145,7 +145,7 @@ var interpreterLangs = map[string]Lang{
 
 // Detect guesses the language of the file at path (slash- or
 // backslash-separated; only its base name is used) whose first bytes are
-// head (may be nil or short; a few hundred bytes suffice). The extension and
+// head (may be nil or short; Detect reads at most 4 KiB of it). The extension and
 // well-known names (Makefile, Dockerfile, .bashrc) decide first; ".h" is C++
 // when head shows C++ (namespace, class, template, access specifiers, std::)
 // and C otherwise; a path that says nothing falls back to head's shebang line
@@ -190,20 +190,39 @@ var cppMarkers = [][]byte{
 	[]byte("private:"),
 	[]byte("protected:"),
 	[]byte("std::"),
-	[]byte("#include <iostream>"),
-	[]byte("#include <string>"),
-	[]byte("#include <vector>"),
-	[]byte("#include <memory>"),
+	[]byte("constexpr "),
+	[]byte("nullptr"),
+	[]byte("static_assert("),
+	[]byte(`extern "C++"`),
 }
 
+// looksCPP reports whether a ".h" file's head shows C++: one of
+// cppMarkers, or an #include of a standard header without an extension
+// ("#include <vector>"; C's system headers all end in ".h").
 func looksCPP(head []byte) bool {
+	if len(head) > maxSniff {
+		head = head[:maxSniff]
+	}
 	for _, m := range cppMarkers {
 		if bytes.Contains(head, m) {
 			return true
 		}
 	}
-	return false
+	for rest := head; ; {
+		i := bytes.Index(rest, []byte("#include <"))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len("#include <"):]
+		j := bytes.IndexAny(rest, ">\n")
+		if j > 0 && rest[j] == '>' && bytes.IndexByte(rest[:j], '.') < 0 {
+			return true
+		}
+	}
 }
+
+// maxSniff caps how much of head Detect reads.
+const maxSniff = 4096
 
 // shebangLang reads a "#!" first line: "#!/bin/sh", "#!/usr/bin/env -S
 // python3 -u".

@@ -38,9 +38,11 @@ type tsConfig struct {
 	lang     Lang
 	language func() unsafe.Pointer
 	query    string
-	// ctorName is a method name that makes a constructor; "" means a
-	// method named like its container (Java, C++).
+	// ctorName is the method name that makes a constructor ("__init__").
 	ctorName string
+	// ctorIsClassName makes a method named like its class a constructor
+	// (C++; Java's constructors have a node of their own).
+	ctorIsClassName bool
 	// skipRefs are names never recorded as references.
 	skipRefs []string
 	// upperConst turns module-level variables named in UPPER_CASE into
@@ -192,5 +194,5 @@ var tsConfigs = []*tsConfig{
 	{lang: LangRust, language: tsrust.Language, query: rustQuery, rawIdent: true},
 	{lang: LangJava, language: tsjava.Language, query: javaQuery},
 	{lang: LangC, language: tsc.Language, query: cQuery},
-	{lang: LangCPP, language: tscpp.Language, query: cppQuery},
+	{lang: LangCPP, language: tscpp.Language, query: cppQuery, ctorIsClassName: true},
 }

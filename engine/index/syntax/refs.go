@@ -3,6 +3,7 @@ package syntax
 import (
 	"slices"
 	"strings"
+	"sync"
 )
 
 // refCollector aggregates identifier occurrences into Refs with few
@@ -16,11 +17,29 @@ type refCollector struct {
 
 type refOcc struct{ id, line int32 }
 
-func newRefCollector(sizeHint int) *refCollector {
-	return &refCollector{
-		ids: make(map[string]int32, sizeHint/64+8),
-		occ: make([]refOcc, 0, sizeHint/16+16),
+// collectorPool recycles collectors, whose map and slices would otherwise
+// be regrown for every file. Collectors that grew past maxPooledNames are
+// dropped: clearing a large map costs as much as building a small one.
+var collectorPool = sync.Pool{New: func() any {
+	return &refCollector{ids: make(map[string]int32, 256), occ: make([]refOcc, 0, 1024)}
+}}
+
+const maxPooledNames = 1 << 12
+
+func getRefCollector() *refCollector {
+	return collectorPool.Get().(*refCollector)
+}
+
+// release returns rc to the pool; rc must not be used afterwards.
+func (rc *refCollector) release() {
+	if len(rc.names) > maxPooledNames || cap(rc.occ) > 64*maxPooledNames {
+		return
 	}
+	clear(rc.ids)
+	clear(rc.names) // drop the strings for the garbage collector
+	rc.names = rc.names[:0]
+	rc.occ = rc.occ[:0]
+	collectorPool.Put(rc)
 }
 
 // add records name on 1-based line.
@@ -48,7 +67,7 @@ func (rc *refCollector) addBytes(name []byte, line int) {
 }
 
 // refs returns the Refs sorted by name, with ascending, deduplicated
-// lines.
+// lines. The result shares no memory with rc.
 func (rc *refCollector) refs() []Ref {
 	if len(rc.names) == 0 {
 		return nil

@@ -2,11 +2,11 @@ package syntax
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	sitter "github.com/tree-sitter/go-tree-sitter"
 )
@@ -107,6 +107,10 @@ func compileLang(cfg *tsConfig) (*tsLang, error) {
 		switch {
 		case strings.HasPrefix(n, "def."):
 			l.roles[i], l.kinds[i] = roleDef, Kind(strings.TrimPrefix(n, "def."))
+			if !slices.Contains(allKinds, l.kinds[i]) {
+				q.Close()
+				return nil, fmt.Errorf("%s query: unknown kind in @%s", cfg.lang, n)
+			}
 		case n == "name":
 			l.roles[i] = roleName
 		case n == "decl":
@@ -216,7 +220,6 @@ type span struct{ start, end uint32 }
 // tsDef is a definition found by the query.
 type tsDef struct {
 	node      span // the @def node
-	start     uint32
 	name      span
 	nameNode  sitter.Node
 	hasName   bool
@@ -232,13 +235,24 @@ type tsDef struct {
 // tsScope is a stack entry of the container/locality sweep.
 type tsScope struct {
 	span
-	def   int // index into defs, or -1
 	local bool
 	// container is the name symbols inside take as Container ("" if
 	// this scope is not a container); method reports whether functions
 	// inside become methods.
 	container string
 	method    bool
+}
+
+// parseCallBudget is how many progress callbacks (of 100 parse
+// operations each) parsing n bytes may take: 50 times what real code
+// needs, plus a constant for tiny files.
+func parseCallBudget(n int) int { return 2000 + n }
+
+// parseTimeBudget is how long parsing n bytes may take: 4 µs a byte is
+// five times the slowest real parse seen (C++ parsed as C), plus half a
+// second for scheduling noise.
+func parseTimeBudget(n int) time.Duration {
+	return 500*time.Millisecond + time.Duration(n)*4*time.Microsecond
 }
 
 func analyzeTreeSitter(a *Analysis, lang Lang, src []byte, lines *lineIndex) error {
@@ -251,11 +265,27 @@ func analyzeTreeSitter(a *Analysis, lang Lang, src []byte, lines *lineIndex) err
 		putParser(p)
 		return err
 	}
-	tree := p.Parse(src, nil)
-	putParser(p)
+	// Budget the parse: tree-sitter's error recovery explodes on some
+	// inputs (a fuzzer found 2 KB of TSX that grows without bound). The
+	// progress callback runs every 100 parse operations; real code needs
+	// under 0.02 calls per byte, and parses at 1 MB/s or more.
+	calls, maxCalls := 0, parseCallBudget(len(src))
+	deadline := time.Now().Add(parseTimeBudget(len(src)))
+	tree := p.ParseWithOptions(func(i int, _ sitter.Point) []byte {
+		if i < len(src) {
+			return src[i:]
+		}
+		return nil
+	}, nil, &sitter.ParseOptions{ProgressCallback: func(sitter.ParseState) bool {
+		calls++
+		return calls > maxCalls || (calls%16 == 0 && time.Now().After(deadline))
+	}})
 	if tree == nil {
-		return errors.New("tree-sitter returned no tree")
+		p.Reset() // a cancelled parse would otherwise resume on the next call
+		putParser(p)
+		return ErrParseBudget
 	}
+	putParser(p)
 	defer tree.Close()
 	x := &tsExtractor{l: l, src: src, lines: lines}
 	x.run(tree.RootNode())
@@ -270,12 +300,11 @@ type tsExtractor struct {
 	src    []byte
 	lines  *lineIndex
 	defs   []tsDef
-	scopes []tsScope // @scope and @local nodes
+	scopes []tsScope     // @scope and @local nodes
 	wraps  map[span]span // wrapped node -> wrapper
 	docs   []span
 	refSp  []span
 	names  []span // name nodes of kept symbols, sorted by start
-	syms   []Symbol
 }
 
 func nodeSpan(n *sitter.Node) span {
@@ -299,7 +328,7 @@ func (x *tsExtractor) run(root *sitter.Node) {
 			case roleDoc:
 				x.docs = append(x.docs, nodeSpan(&c.Node))
 			case roleLocal:
-				x.scopes = append(x.scopes, tsScope{span: nodeSpan(&c.Node), def: -1, local: true})
+				x.scopes = append(x.scopes, tsScope{span: nodeSpan(&c.Node), local: true})
 			case roleDef:
 				isDef = true
 				d.node = nodeSpan(&c.Node)
@@ -325,7 +354,7 @@ func (x *tsExtractor) run(root *sitter.Node) {
 		case isDef && (d.hasName || d.hasDecl):
 			x.defs = append(x.defs, d)
 		case isScope && scope.container != "":
-			scope.def, scope.method = -1, true
+			scope.method = true
 			x.scopes = append(x.scopes, scope)
 		case wrap != (span{}) && wrapped != (span{}):
 			if x.wraps == nil {
@@ -394,8 +423,8 @@ func (x *tsExtractor) resolveName(d *tsDef) bool {
 	return false
 }
 
-// containerKinds are the kinds whose names enclosed symbols take as
-// Container; methodKinds make enclosed functions methods.
+// containerKind reports whether symbols inside a definition of kind k take
+// its name as Container, and whether functions inside it are methods.
 func containerKind(k Kind) (container, method bool) {
 	switch k {
 	case KindClass, KindStruct, KindInterface, KindTrait, KindEnum, KindEnumMember:
@@ -474,15 +503,15 @@ func (x *tsExtractor) symbols() []Symbol {
 		if method && d.kind == KindFunction {
 			d.kind = KindMethod
 		}
-		if d.kind == KindMethod || d.kind == KindFunction {
+		if d.kind == KindMethod && method {
+			// A constructor is a method named ctorName, or like its class.
 			name := x.nameText(d.name)
-			if (x.l.cfg.ctorName != "" && name == x.l.cfg.ctorName && container != "") ||
-				(x.l.cfg.ctorName == "" && container != "" && name == container) {
+			if (x.l.cfg.ctorName != "" && name == x.l.cfg.ctorName) || (x.l.cfg.ctorIsClassName && name == container) {
 				d.kind = KindConstructor
 			}
 		}
 		// This definition encloses what follows it.
-		sc := tsScope{span: d.node, def: i, local: isFunctionKind(d.kind)}
+		sc := tsScope{span: d.node, local: isFunctionKind(d.kind)}
 		if c, m := containerKind(d.kind); c {
 			sc.container, sc.method = x.nameText(d.name), m
 		}
@@ -627,7 +656,8 @@ func (x *tsExtractor) inName(sp span) bool {
 // refs aggregates the @ref captures that are not within the name of a
 // kept symbol.
 func (x *tsExtractor) refs() []Ref {
-	rc := newRefCollector(len(x.src))
+	rc := getRefCollector()
+	defer rc.release()
 	for _, sp := range x.refSp {
 		if sp.end <= sp.start {
 			continue

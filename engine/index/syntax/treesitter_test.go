@@ -1,9 +1,12 @@
 package syntax
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 type symbolCase struct {
@@ -57,8 +60,8 @@ async def fetch(url, *args, **kw):
 			"os":       {1, 23},
 			"MAX_SIZE": {23},
 			"sides":    {13, 14, 18}, // parameter and attributes; the class-level field on 11 is its definition
-			"self":     nil,      // skipped
-			"inner":    {21},     // a local function is no symbol, so its name is a reference
+			"self":     nil,          // skipped
+			"inner":    {21},         // a local function is no symbol, so its name is a reference
 			"Base":     {9},
 			"x":        {18},
 		},
@@ -482,4 +485,33 @@ func TestAnalyzeConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestParseBudget feeds input on which tree-sitter's TSX error recovery
+// grows without bound (found by FuzzAnalyze): Analyze must give up within
+// its budget and index the file as text.
+func TestParseBudget(t *testing.T) {
+	src := []byte(strings.Repeat("\n", 1465) + "[[[[[" + strings.Repeat("\n", 282) + ":" + strings.Repeat("\n", 617) + "`")
+	start := time.Now()
+	a, err := Analyze(LangTSX, src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > parseTimeBudget(len(src))+2*time.Second {
+		t.Errorf("took %v, budget %v", took, parseTimeBudget(len(src)))
+	}
+	if !errors.Is(a.Fallback, ErrParseBudget) {
+		t.Errorf("Fallback = %v, want ErrParseBudget", a.Fallback)
+	}
+	if len(a.Symbols) != 0 || len(a.Refs) != 0 || len(a.Chunks) == 0 {
+		t.Errorf("symbols %d refs %d chunks %d, want text chunks only", len(a.Symbols), len(a.Refs), len(a.Chunks))
+	}
+	if msg := checkAnalysis(src, a, Options{}); msg != "" {
+		t.Error(msg)
+	}
+	// The pooled parser was reset: the next parse is a normal one.
+	ok := []byte("const a = 1;\n")
+	if a, err := Analyze(LangTSX, ok, Options{}); err != nil || a.Fallback != nil || len(a.Symbols) != 1 {
+		t.Fatalf("after a cancelled parse: %v %+v", err, a)
+	}
 }
