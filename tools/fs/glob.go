@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/plexus-agent/plexus/engine/workspace"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // newGlob parses a glob argument (workspace.Glob syntax: *, ?, [...] and **
@@ -13,7 +14,7 @@ import (
 func newGlob(tool, field, pattern string) (*workspace.Glob, error) {
 	g, err := workspace.ParseGlob(pattern)
 	if err != nil {
-		return nil, invalid(tool, field, "is not a valid glob: %s", strings.TrimPrefix(err.Error(), workspace.ErrBadGlob.Error()+": "))
+		return nil, toolkit.Invalid(tool, field, "is not a valid glob: %s", strings.TrimPrefix(err.Error(), workspace.ErrBadGlob.Error()+": "))
 	}
 	return g, nil
 }

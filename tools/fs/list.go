@@ -10,6 +10,7 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/workspace"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // maxUnreadable caps the directories a result names as unreadable.
@@ -42,7 +43,7 @@ type listArgs struct {
 func (t *Tools) listFiles(ctx context.Context, root *workspace.Root, raw []byte, _ func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	const tool = ListFilesTool
 	var a listArgs
-	if err := decodeArgs(tool, raw, t.fields[tool], &a); err != nil {
+	if err := toolkit.DecodeArgs(tool, raw, t.fields[tool], &a); err != nil {
 		return engine.ToolResult{}, err
 	}
 	dir := "."
@@ -149,7 +150,7 @@ func maxResults(tool string, v *int, def, limit int) (int, error) {
 		return def, nil
 	}
 	if *v < 1 || *v > limit {
-		return 0, invalid(tool, "max_results", "must be between 1 and %d, not %d", limit, *v)
+		return 0, toolkit.Invalid(tool, "max_results", "must be between 1 and %d, not %d", limit, *v)
 	}
 	return *v, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/workspace"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // ReadResult is the content of a read_file result.
@@ -45,22 +46,22 @@ type readArgs struct {
 func (t *Tools) readFile(ctx context.Context, root *workspace.Root, raw []byte, _ func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	const tool = ReadFileTool
 	var a readArgs
-	if err := decodeArgs(tool, raw, t.fields[tool], &a); err != nil {
+	if err := toolkit.DecodeArgs(tool, raw, t.fields[tool], &a); err != nil {
 		return engine.ToolResult{}, err
 	}
 	if a.Path == nil || *a.Path == "" {
-		return engine.ToolResult{}, missing(tool, "path", "the file to read, relative to the workspace root")
+		return engine.ToolResult{}, toolkit.Missing(tool, "path", "the file to read, relative to the workspace root")
 	}
 	start, end := 1, 0 // end 0: to the end of the file
 	if a.StartLine != nil {
 		if *a.StartLine < 1 {
-			return engine.ToolResult{}, invalid(tool, "start_line", "must be at least 1 (lines are numbered from 1), not %d", *a.StartLine)
+			return engine.ToolResult{}, toolkit.Invalid(tool, "start_line", "must be at least 1 (lines are numbered from 1), not %d", *a.StartLine)
 		}
 		start = *a.StartLine
 	}
 	if a.EndLine != nil {
 		if *a.EndLine < start {
-			return engine.ToolResult{}, invalid(tool, "end_line", "(%d) must not be less than start_line (%d)", *a.EndLine, start)
+			return engine.ToolResult{}, toolkit.Invalid(tool, "end_line", "(%d) must not be less than start_line (%d)", *a.EndLine, start)
 		}
 		end = *a.EndLine
 	}
@@ -88,10 +89,10 @@ func (t *Tools) readFile(ctx context.Context, root *workspace.Root, raw []byte, 
 	}
 	res.Path = p.show
 	if res.TotalLines > 0 && start > res.TotalLines {
-		return engine.ToolResult{}, invalid(tool, "start_line", "(%d) is past the end of %s, which has %d lines", start, p.show, res.TotalLines)
+		return engine.ToolResult{}, toolkit.Invalid(tool, "start_line", "(%d) is past the end of %s, which has %d lines", start, p.show, res.TotalLines)
 	}
 	if res.TotalLines == 0 && start > 1 {
-		return engine.ToolResult{}, invalid(tool, "start_line", "(%d) is past the end of %s, which is empty", start, p.show)
+		return engine.ToolResult{}, toolkit.Invalid(tool, "start_line", "(%d) is past the end of %s, which is empty", start, p.show)
 	}
 	return engine.JSONResult(res, res.summary())
 }

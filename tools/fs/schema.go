@@ -1,17 +1,11 @@
 package fs
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
-
-// prop is one property of an input schema.
-type prop struct {
-	name   string
-	schema map[string]any
-}
 
 // toolDef is a tool's spec with the property names its decoder accepts,
 // in schema order.
@@ -20,49 +14,16 @@ type toolDef struct {
 	fields []string
 }
 
-// objectSchema is a draft 2020-12 schema of an object with exactly props.
-func objectSchema(required []string, props ...prop) (json.RawMessage, []string) {
-	properties := map[string]any{}
-	fields := make([]string, 0, len(props))
-	for _, p := range props {
-		properties[p.name] = p.schema
-		fields = append(fields, p.name)
-	}
-	s := map[string]any{
-		"$schema":              "https://json-schema.org/draft/2020-12/schema",
-		"type":                 "object",
-		"properties":           properties,
-		"additionalProperties": false,
-	}
-	if len(required) > 0 {
-		s["required"] = required
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(fmt.Sprintf("fs: input schema does not encode: %v", err)) // static data; cannot happen
-	}
-	return b, fields
-}
-
-func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
-
-func boolean(desc string, def bool) map[string]any {
-	return map[string]any{"type": "boolean", "description": desc, "default": def}
-}
-
-func integer(desc string, minimum, maximum int) map[string]any {
-	s := map[string]any{"type": "integer", "description": desc, "minimum": minimum}
-	if maximum > 0 {
-		s["maximum"] = maximum
-	}
-	return s
+// prop is one property of a tool's input schema.
+func prop(name string, schema map[string]any) toolkit.Prop {
+	return toolkit.Prop{Name: name, Schema: schema}
 }
 
 // toolDefs returns the three tools' definitions for opts (with defaults
 // applied), in the order Tools lists them.
 func toolDefs(o Options) []toolDef {
-	def := func(name, desc string, risk engine.RiskLevel, readOnly bool, required []string, props ...prop) toolDef {
-		schema, fields := objectSchema(required, props...)
+	def := func(name, desc string, risk engine.RiskLevel, readOnly bool, required []string, props ...toolkit.Prop) toolDef {
+		schema, fields := toolkit.ObjectSchema(required, props...)
 		return toolDef{
 			spec: engine.ToolSpec{
 				Name: name, Description: desc, InputSchema: schema,
@@ -79,9 +40,9 @@ func toolDefs(o Options) []toolDef {
 				"One call returns at most %d lines and %s; when `truncated` is true, call again with start_line set to end_line + 1 to read on. "+
 				"Binary files are refused. Use list_files or search_text to find files first.", o.MaxReadLines, formatBytes(int64(o.MaxReadBytes))),
 			engine.RiskLow, true, []string{"path"},
-			prop{"path", str("File to read. " + pathDesc)},
-			prop{"start_line", integer("First line to return, 1-based. Default 1.", 1, 0)},
-			prop{"end_line", integer("Last line to return, 1-based and inclusive. Default: the end of the file (within the per-call limit). A value past the end is allowed.", 1, 0)},
+			prop("path", toolkit.Str("File to read. "+pathDesc)),
+			prop("start_line", toolkit.Integer("First line to return, 1-based. Default 1.", 1, 0)),
+			prop("end_line", toolkit.Integer("Last line to return, 1-based and inclusive. Default: the end of the file (within the per-call limit). A value past the end is allowed.", 1, 0)),
 		),
 		def(ListFilesTool,
 			"List files in a workspace directory. `files` holds paths relative to the workspace root, ready to pass to read_file, in sorted order. "+
@@ -89,20 +50,20 @@ func toolDefs(o Options) []toolDef {
 				"Recursive by default (files only); with recursive false, one level is listed and directories end in \"/\". "+
 				"`truncated` is true when there were more than max_results entries: narrow the path or add a pattern.",
 			engine.RiskLow, true, nil,
-			prop{"path", str("Directory to list. Default \".\", the workspace root. " + pathDesc)},
-			prop{"recursive", boolean("List everything below path (true) or only its direct entries (false).", true)},
-			prop{"pattern", str("Glob that entries must match, e.g. \"*.go\" or \"src/**/*_test.ts\". Without a slash it is matched against the file name; with one, against the path relative to the workspace root or to path. Supports *, ?, [abc] and ** (any number of directories).")},
-			prop{"max_results", integer(fmt.Sprintf("Most entries to return. Default %d.", o.ListResults), 1, o.MaxListResults)},
-			prop{"include_ignored", boolean(ignoredDesc, false)},
+			prop("path", toolkit.Str("Directory to list. Default \".\", the workspace root. "+pathDesc)),
+			prop("recursive", toolkit.Boolean("List everything below path (true) or only its direct entries (false).", true)),
+			prop("pattern", toolkit.Str("Glob that entries must match, e.g. \"*.go\" or \"src/**/*_test.ts\". Without a slash it is matched against the file name; with one, against the path relative to the workspace root or to path. Supports *, ?, [abc] and ** (any number of directories).")),
+			prop("max_results", toolkit.Integer(fmt.Sprintf("Most entries to return. Default %d.", o.ListResults), 1, o.MaxListResults)),
+			prop("include_ignored", toolkit.Boolean(ignoredDesc, false)),
 		),
 		def(WriteFileTool,
 			fmt.Sprintf("Create a file in the workspace or replace its entire contents with `content` (not a patch: send the whole file). "+
 				"The write is atomic and keeps an existing file's permissions; a symlink is written through to its target. "+
 				"The parent directory must exist unless create_dirs is true. Content is at most %s. The user approves each call.", formatBytes(int64(o.MaxWriteBytes))),
 			engine.RiskMedium, false, []string{"path", "content"},
-			prop{"path", str("File to write. " + pathDesc)},
-			prop{"content", str("The complete new contents of the file, as text.")},
-			prop{"create_dirs", boolean("Create missing parent directories.", false)},
+			prop("path", toolkit.Str("File to write. "+pathDesc)),
+			prop("content", toolkit.Str("The complete new contents of the file, as text.")),
+			prop("create_dirs", toolkit.Boolean("Create missing parent directories.", false)),
 		),
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/workspace"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // newFileMode is the mode of a file write_file creates, before the umask.
@@ -51,17 +52,17 @@ type writeArgs struct {
 func (t *Tools) writeFile(ctx context.Context, root *workspace.Root, raw []byte, _ func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	const tool = WriteFileTool
 	var a writeArgs
-	if err := decodeArgs(tool, raw, t.fields[tool], &a); err != nil {
+	if err := toolkit.DecodeArgs(tool, raw, t.fields[tool], &a); err != nil {
 		return engine.ToolResult{}, err
 	}
 	if a.Path == nil || *a.Path == "" {
-		return engine.ToolResult{}, missing(tool, "path", "the file to write, relative to the workspace root")
+		return engine.ToolResult{}, toolkit.Missing(tool, "path", "the file to write, relative to the workspace root")
 	}
 	if a.Content == nil {
-		return engine.ToolResult{}, missing(tool, "content", "the complete new contents of the file; use \"\" for an empty file")
+		return engine.ToolResult{}, toolkit.Missing(tool, "content", "the complete new contents of the file; use \"\" for an empty file")
 	}
 	if len(*a.Content) > t.opts.MaxWriteBytes {
-		return engine.ToolResult{}, invalid(tool, "content", "is %s, more than the %s write_file accepts", formatBytes(int64(len(*a.Content))), formatBytes(int64(t.opts.MaxWriteBytes)))
+		return engine.ToolResult{}, toolkit.Invalid(tool, "content", "is %s, more than the %s write_file accepts", formatBytes(int64(len(*a.Content))), formatBytes(int64(t.opts.MaxWriteBytes)))
 	}
 	p, err := t.resolve(tool, root, *a.Path)
 	if err != nil {
@@ -69,7 +70,7 @@ func (t *Tools) writeFile(ctx context.Context, root *workspace.Root, raw []byte,
 	}
 	realSlash := filepath.ToSlash(p.real)
 	if p.show == "." || realSlash == "." {
-		return engine.ToolResult{}, invalid(tool, "path", "names the workspace root; give the path of a file")
+		return engine.ToolResult{}, toolkit.Invalid(tool, "path", "names the workspace root; give the path of a file")
 	}
 	if inGitDir(p.show) || inGitDir(realSlash) {
 		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodePermissionDenied, "%s: %s is inside .git; write_file does not change git's own files (hooks, config, objects), use git commands through run_command instead", tool, p.show)

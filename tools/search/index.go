@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // SymbolsResult is the content of a search_symbols result.
@@ -47,7 +48,7 @@ const (
 func (t *Tools) searchSymbols(ctx context.Context, c call, raw []byte) (engine.ToolResult, error) {
 	const tool = SearchSymbolsTool
 	var a symbolArgs
-	if err := decodeArgs(tool, raw, t.fields[tool], &a); err != nil {
+	if err := toolkit.DecodeArgs(tool, raw, t.fields[tool], &a); err != nil {
 		return engine.ToolResult{}, err
 	}
 	query, err := requiredText(tool, "query", a.Query, "the symbol name or part of it")
@@ -80,7 +81,7 @@ func (t *Tools) searchSymbols(ctx context.Context, c call, raw []byte) (engine.T
 func (t *Tools) vectorSearch(ctx context.Context, c call, raw []byte) (engine.ToolResult, error) {
 	const tool = VectorSearchTool
 	var a vectorArgs
-	if err := decodeArgs(tool, raw, t.fields[tool], &a); err != nil {
+	if err := toolkit.DecodeArgs(tool, raw, t.fields[tool], &a); err != nil {
 		return engine.ToolResult{}, err
 	}
 	query, err := requiredText(tool, "query", a.Query, "a question or description in words")
@@ -161,10 +162,10 @@ func noCallbacks(what, hint string) *engine.ToolError {
 // empty or only spaces.
 func requiredText(tool, field string, v *string, what string) (string, error) {
 	if v == nil || *v == "" {
-		return "", missing(tool, field, what)
+		return "", toolkit.Missing(tool, field, what)
 	}
 	if strings.TrimSpace(*v) == "" {
-		return "", invalid(tool, field, "is only white space; give %s", what)
+		return "", toolkit.Invalid(tool, field, "is only white space; give %s", what)
 	}
 	return *v, nil
 }
@@ -177,9 +178,9 @@ func limitArg(tool string, v *int, def, limit int, mode string) (int, error) {
 	}
 	if *v < 1 || *v > limit {
 		if mode != "" {
-			return 0, invalid(tool, "limit", "must be between 1 and %d for %s, not %d", limit, mode, *v)
+			return 0, toolkit.Invalid(tool, "limit", "must be between 1 and %d for %s, not %d", limit, mode, *v)
 		}
-		return 0, invalid(tool, "limit", "must be between 1 and %d, not %d", limit, *v)
+		return 0, toolkit.Invalid(tool, "limit", "must be between 1 and %d, not %d", limit, *v)
 	}
 	return *v, nil
 }

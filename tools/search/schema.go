@@ -1,17 +1,11 @@
 package search
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
-
-// prop is one property of an input schema.
-type prop struct {
-	name   string
-	schema map[string]any
-}
 
 // toolDef is a tool's spec with the property names its decoder accepts,
 // in schema order.
@@ -20,45 +14,16 @@ type toolDef struct {
 	fields []string
 }
 
-// objectSchema is a draft 2020-12 schema of an object with exactly props.
-func objectSchema(required []string, props ...prop) (json.RawMessage, []string) {
-	properties := map[string]any{}
-	fields := make([]string, 0, len(props))
-	for _, p := range props {
-		properties[p.name] = p.schema
-		fields = append(fields, p.name)
-	}
-	s := map[string]any{
-		"$schema":              "https://json-schema.org/draft/2020-12/schema",
-		"type":                 "object",
-		"properties":           properties,
-		"additionalProperties": false,
-	}
-	if len(required) > 0 {
-		s["required"] = required
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(fmt.Sprintf("search: input schema does not encode: %v", err)) // static data; cannot happen
-	}
-	return b, fields
-}
-
-func str(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
-
-func boolean(desc string, def bool) map[string]any {
-	return map[string]any{"type": "boolean", "description": desc, "default": def}
-}
-
-func integer(desc string, minimum, maximum int) map[string]any {
-	return map[string]any{"type": "integer", "description": desc, "minimum": minimum, "maximum": maximum}
+// prop is one property of a tool's input schema.
+func prop(name string, schema map[string]any) toolkit.Prop {
+	return toolkit.Prop{Name: name, Schema: schema}
 }
 
 // toolDefs returns the three tools' definitions for opts (with defaults
 // applied), in the order Tools lists them.
 func toolDefs(o Options) []toolDef {
-	def := func(name, desc string, required []string, props ...prop) toolDef {
-		schema, fields := objectSchema(required, props...)
+	def := func(name, desc string, required []string, props ...toolkit.Prop) toolDef {
+		schema, fields := toolkit.ObjectSchema(required, props...)
 		return toolDef{
 			spec: engine.ToolSpec{
 				Name: name, Description: desc, InputSchema: schema,
@@ -75,11 +40,11 @@ func toolDefs(o Options) []toolDef {
 				"Returns `symbols` as {name, kind, container, path, language, start_line, end_line, definition, match, score}, best first; "+
 				"read a hit with read_file using its path and line range. Needs the code index: when there is none, use search_text with a pattern instead.",
 			[]string{"query"},
-			prop{"query", str("The symbol name or part of it, e.g. \"ReadFile\", \"readf\" or \"read_file\". Not a sentence: use search_text with query for questions in words.")},
-			prop{"kind", str("Only return symbols of this kind, e.g. \"function\", \"method\", \"type\", \"interface\", \"variable\" or \"constant\". Default: every kind.")},
-			prop{"path", str(pathDesc)},
-			prop{"include_refs", boolean("Also return references (calls and other uses) of exact matches, with definition false.", false)},
-			prop{"limit", integer(fmt.Sprintf("Most symbols to return. Default %d.", DefaultSymbolResults), 1, MaxSymbolResults)},
+			prop("query", toolkit.Str("The symbol name or part of it, e.g. \"ReadFile\", \"readf\" or \"read_file\". Not a sentence: use search_text with query for questions in words.")),
+			prop("kind", toolkit.Str("Only return symbols of this kind, e.g. \"function\", \"method\", \"type\", \"interface\", \"variable\" or \"constant\". Default: every kind.")),
+			prop("path", toolkit.Str(pathDesc)),
+			prop("include_refs", toolkit.Boolean("Also return references (calls and other uses) of exact matches, with definition false.", false)),
+			prop("limit", toolkit.Integer(fmt.Sprintf("Most symbols to return. Default %d.", DefaultSymbolResults), 1, MaxSymbolResults)),
 		),
 		def(SearchTextTool,
 			"Search the workspace's code. Give exactly one of `pattern` or `query`.\n"+
@@ -91,15 +56,15 @@ func toolDefs(o Options) []toolDef {
 				"e.g. \"where are HTTP retries configured\"; returns `chunks` as {path, start_line, end_line, language, kind, name, score, text}, best first. "+
 				"Query search needs the code index; pattern search works without it.",
 			nil,
-			prop{"pattern", str("Text to find, exactly as written (case-sensitive unless case_insensitive is true). With regex true, an RE2 regular expression. Use this or query, not both.")},
-			prop{"query", str("A question or description in natural language, to rank code chunks by relevance. Use this or pattern, not both.")},
-			prop{"regex", boolean("Treat pattern as an RE2 regular expression rather than exact text. Only with pattern.", false)},
-			prop{"case_insensitive", boolean("Match letters regardless of case. Only with pattern.", false)},
-			prop{"path", str(pathDesc)},
-			prop{"include", str("Glob restricting which files are searched, e.g. \"*.go\" or \"src/**/*.ts\". Without a slash it is matched against the file name; with one, against the path relative to the workspace root. Only with pattern.")},
-			prop{"context_lines", integer("Lines of context to return before and after each match. Default 0. Only with pattern.", 0, MaxContextLines)},
-			prop{"limit", integer(fmt.Sprintf("Most results to return: matching lines with pattern (default %d, at most %d), chunks with query (default %d, at most %d).",
-				DefaultTextResults, MaxTextResults, DefaultChunkResults, MaxChunkResults), 1, MaxTextResults)},
+			prop("pattern", toolkit.Str("Text to find, exactly as written (case-sensitive unless case_insensitive is true). With regex true, an RE2 regular expression. Use this or query, not both.")),
+			prop("query", toolkit.Str("A question or description in natural language, to rank code chunks by relevance. Use this or pattern, not both.")),
+			prop("regex", toolkit.Boolean("Treat pattern as an RE2 regular expression rather than exact text. Only with pattern.", false)),
+			prop("case_insensitive", toolkit.Boolean("Match letters regardless of case. Only with pattern.", false)),
+			prop("path", toolkit.Str(pathDesc)),
+			prop("include", toolkit.Str("Glob restricting which files are searched, e.g. \"*.go\" or \"src/**/*.ts\". Without a slash it is matched against the file name; with one, against the path relative to the workspace root. Only with pattern.")),
+			prop("context_lines", toolkit.Integer("Lines of context to return before and after each match. Default 0. Only with pattern.", 0, MaxContextLines)),
+			prop("limit", toolkit.Integer(fmt.Sprintf("Most results to return: matching lines with pattern (default %d, at most %d), chunks with query (default %d, at most %d).",
+				DefaultTextResults, MaxTextResults, DefaultChunkResults, MaxChunkResults), 1, MaxTextResults)),
 		),
 		def(VectorSearchTool,
 			"Find code by meaning: rank code chunks (functions, types) by embedding similarity to a question or description in words, "+
@@ -107,9 +72,9 @@ func toolDefs(o Options) []toolDef {
 				"Returns `chunks` as {path, start_line, end_line, language, kind, name, score, text}, most similar first. "+
 				"Needs the code index and an embedding model; when they are not available it fails, and search_text (with query or pattern) is the alternative.",
 			[]string{"query"},
-			prop{"query", str("A question or description in natural language, e.g. \"validate a user's password\".")},
-			prop{"path", str(pathDesc)},
-			prop{"limit", integer(fmt.Sprintf("Most chunks to return. Default %d.", DefaultChunkResults), 1, MaxChunkResults)},
+			prop("query", toolkit.Str("A question or description in natural language, e.g. \"validate a user's password\".")),
+			prop("path", toolkit.Str(pathDesc)),
+			prop("limit", toolkit.Integer(fmt.Sprintf("Most chunks to return. Default %d.", DefaultChunkResults), 1, MaxChunkResults)),
 		),
 	}
 }

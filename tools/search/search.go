@@ -44,14 +44,13 @@ import (
 	"errors"
 	iofs "io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/workspace"
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // Tool names.
@@ -116,8 +115,7 @@ type Tools struct {
 	fields map[string][]string // accepted argument names, by tool
 	tools  map[string]toolFunc
 
-	mu    sync.Mutex
-	roots map[string]*workspace.Root // by cleaned WorkspaceRoot
+	roots toolkit.Roots // open workspaces, by WorkspaceRoot
 
 	// afterResolve, when set (by tests), runs between resolving a path and
 	// operating on it, to swap a symlink in.
@@ -138,7 +136,7 @@ var _ engine.Toolset = (*Tools)(nil)
 
 // New returns the search toolset configured by opts.
 func New(opts Options) *Tools {
-	t := &Tools{opts: opts.withDefaults(), roots: map[string]*workspace.Root{}, fields: map[string][]string{}}
+	t := &Tools{opts: opts.withDefaults(), fields: map[string][]string{}}
 	for _, d := range toolDefs(t.opts) {
 		t.specs = append(t.specs, d.spec)
 		t.fields[d.spec.Name] = d.fields
@@ -182,7 +180,7 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 	if onUpdate == nil {
 		onUpdate = func(engine.ToolUpdate) {}
 	}
-	root, terr := t.root(req.Tool, req.WorkspaceRoot)
+	root, terr := t.roots.Get(req.Tool, req.WorkspaceRoot)
 	if terr != nil {
 		return engine.ToolResult{}, terr
 	}
@@ -205,60 +203,7 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 
 // Close closes the cached workspace handles. The Tools stays usable: a
 // later call opens its workspace again.
-func (t *Tools) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var errs []error
-	for dir, r := range t.roots {
-		errs = append(errs, r.Close())
-		delete(t.roots, dir)
-	}
-	return errors.Join(errs...)
-}
-
-// root returns the open workspace for dir, opening it on first use and
-// again when the directory at that path is no longer the one open (it
-// was deleted or replaced).
-func (t *Tools) root(tool, dir string) (*workspace.Root, *engine.ToolError) {
-	if dir == "" {
-		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "%s was called without a workspace root; open a workspace first", tool)
-	}
-	if !filepath.IsAbs(dir) {
-		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "%s was called with the relative workspace root %q; the host must send an absolute path", tool, dir)
-	}
-	key := filepath.Clean(dir)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if r, ok := t.roots[key]; ok {
-		if sameDir(r, key) {
-			return r, nil
-		}
-		r.Close()
-		delete(t.roots, key)
-	}
-	r, err := workspace.Open(key)
-	switch {
-	case errors.Is(err, iofs.ErrNotExist):
-		return nil, engine.ToolErrorf(engine.ToolCodeNotFound, "the workspace root %s does not exist", key)
-	case errors.Is(err, syscall.ENOTDIR):
-		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "the workspace root %s is not a directory", key)
-	case err != nil:
-		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "cannot open the workspace root: %v", err)
-	}
-	t.roots[key] = r
-	return r, nil
-}
-
-// sameDir reports whether the directory at path is still the one r has
-// open.
-func sameDir(r *workspace.Root, path string) bool {
-	open, err := r.FS().Stat(".")
-	if err != nil {
-		return false
-	}
-	now, err := os.Stat(path)
-	return err == nil && os.SameFile(open, now)
-}
+func (t *Tools) Close() error { return t.roots.Close() }
 
 // resolved is a path a call named, confined to the workspace.
 type resolved struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/workspace"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // MatchStream is the ToolOutput stream on which search_text sends each
@@ -58,7 +59,7 @@ type textQuery struct {
 func (t *Tools) searchText(ctx context.Context, c call, raw []byte) (engine.ToolResult, error) {
 	const tool = SearchTextTool
 	var a textArgs
-	if err := decodeArgs(tool, raw, t.fields[tool], &a); err != nil {
+	if err := toolkit.DecodeArgs(tool, raw, t.fields[tool], &a); err != nil {
 		return engine.ToolResult{}, err
 	}
 	switch {
@@ -128,12 +129,12 @@ func (t *Tools) queryMode(ctx context.Context, c call, a textArgs) (engine.ToolR
 func (t *Tools) patternQuery(c call, a textArgs) (textQuery, error) {
 	const tool = SearchTextTool
 	if *a.Pattern == "" {
-		return textQuery{}, missing(tool, "pattern", "the text or, with regex true, the regular expression to search for")
+		return textQuery{}, toolkit.Missing(tool, "pattern", "the text or, with regex true, the regular expression to search for")
 	}
 	regex, ci := a.Regex != nil && *a.Regex, a.CaseInsensitive != nil && *a.CaseInsensitive
 	m, err := compileSearch(*a.Pattern, regex, ci)
 	if err != nil {
-		return textQuery{}, invalid(tool, "pattern", "is not a valid RE2 regular expression: %v; escape special characters, or leave regex false to search for the text as written", err)
+		return textQuery{}, toolkit.Invalid(tool, "pattern", "is not a valid RE2 regular expression: %v; escape special characters, or leave regex false to search for the text as written", err)
 	}
 	limit, err := limitArg(tool, a.Limit, DefaultTextResults, MaxTextResults, "")
 	if err != nil {
@@ -141,7 +142,7 @@ func (t *Tools) patternQuery(c call, a textArgs) (textQuery, error) {
 	}
 	contextLines := deref(a.ContextLines)
 	if contextLines < 0 || contextLines > MaxContextLines {
-		return textQuery{}, invalid(tool, "context_lines", "must be between 0 and %d, not %d", MaxContextLines, contextLines)
+		return textQuery{}, toolkit.Invalid(tool, "context_lines", "must be between 0 and %d, not %d", MaxContextLines, contextLines)
 	}
 	var include *workspace.Glob
 	if a.Include != nil {

@@ -1,4 +1,7 @@
-package fs
+// Package toolkit holds what the built-in tool plugins share: strict
+// decoding of a call's JSON arguments, JSON Schema builders for their
+// inputs, and a cache of open workspace roots.
+package toolkit
 
 import (
 	"bytes"
@@ -14,13 +17,13 @@ import (
 	"github.com/plexus-agent/plexus/engine"
 )
 
-// decodeArgs decodes a call's JSON arguments into dst (a pointer to a
+// DecodeArgs decodes a call's JSON arguments into dst (a pointer to a
 // struct with json tags) strictly: the arguments must be one JSON object
 // (absent or null counts as {}) whose keys are all in fields, spelled
 // exactly (encoding/json alone would accept "Path" for "path"), each of
 // the type dst declares. Errors are *engine.ToolError with code
 // invalid_input naming the field.
-func decodeArgs(tool string, raw []byte, fields []string, dst any) error {
+func DecodeArgs(tool string, raw []byte, fields []string, dst any) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		raw = []byte("{}")
@@ -116,11 +119,11 @@ func jsonKind(raw []byte) string {
 }
 
 // missing is the error for a required field that is absent or null.
-func missing(tool, field, what string) error {
+func Missing(tool, field, what string) error {
 	return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: missing required field %q (%s)", tool, field, what)
 }
 
 // invalid is the error for a field whose value is out of range.
-func invalid(tool, field, format string, args ...any) error {
+func Invalid(tool, field, format string, args ...any) error {
 	return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: field %q %s", tool, field, fmt.Sprintf(format, args...))
 }
