@@ -115,7 +115,12 @@ func decodeAnalysis(data []byte, withRefs bool) (storedAnalysis, error) {
 	for i := range strs {
 		strs[i] = r.str()
 	}
-	s := func() string { return strs[r.strID(len(strs))] }
+	s := func() string {
+		if id := r.strID(len(strs)); int(id) < len(strs) {
+			return strs[id]
+		}
+		return "" // r.err is set
+	}
 	a.symbols = make([]docSymbol, r.count(6))
 	for i := range a.symbols {
 		sy := &a.symbols[i]

@@ -20,22 +20,25 @@ import (
 	"github.com/plexus-agent/plexus/engine/index/internal/goroot"
 )
 
-// Benchmarks on the Go source tree, $(go env GOROOT)/src. Timings are
-// reported, never asserted. Suggested runs (a few minutes each on two
-// cores):
+// Benchmarks on the Go source tree, $(go env GOROOT)/src; each skips when
+// it is missing. Timings are reported, never asserted. Every benchmark
+// builds what it needs (10 to 20 s on two cores) before its loop.
 //
-//	go test -run '^$' -bench 'Queries|Reindex' -benchtime 100x ./engine/index/
-//	go test -run '^$' -bench BuildGoroot -benchtime 3x ./engine/index/
+//	go test -run '^$' -bench . -benchtime 20x -v ./engine/index/        # about 4 minutes
+//	go test -run '^$' -bench Queries -benchtime 100x -v ./engine/index/ # each query once
 //
 // BenchmarkQueries runs one query per iteration, round-robin over a set
-// of 100 per kind, so -benchtime 100x asks each query once; p50 and p99
-// come from those per-query durations.
+// of 100 per kind in random order, so -benchtime 100x asks each query
+// once and 20x a sample of 20; p50 and p99 come from those per-query
+// durations. -v shows the logged tables (comparison with rg, slowest
+// queries); without it, go test prints only the metrics.
 
 // Query-set seeds, fixed like the evaluation's.
 const (
 	benchSymbolSeed  = 1
 	benchLiteralSeed = 2
 	benchRegexSeed   = 3
+	benchChunkSeed   = 4
 	benchQueries     = 100
 )
 
@@ -192,14 +195,16 @@ func TestGorootBuildChild(t *testing.T) {
 // BenchmarkReindexOneFile measures how soon an edit is searchable: each
 // iteration rewrites one file of a copy of the Go source tree with a
 // function renamed (a new name each time), applies the change
-// (ApplyChanges), and searches the new name until the search returns it
-// in that file. ns/op is the time from the write to the search answer.
+// (ApplyChanges) and searches the new name once: the search must return
+// it in that file. ns/op is the time from the end of the write to the
+// search's answer (untimed: the write).
 // "text" searches with SearchText, "symbol" with SearchSymbols (whose
-// table is rebuilt after every change). Each sub-benchmark starts from a
-// fresh base segment (a rebuild that reuses the stored analyses), and
-// reports first-ms and last-ms, the first and last iterations' times:
-// every edit so far stays in the delta segment, so the cost can grow with
-// the number of edits.
+// delta segment's table is rebuilt after every change). Each
+// sub-benchmark starts from a fresh base segment (a rebuild that reuses
+// the stored analyses) and its symbol table, and reports first-ms and
+// last-ms, the first and last iterations' times, and delta-contents at
+// the end: every version of the file stays in the delta segment, so the
+// cost can grow with the number of edits.
 func BenchmarkReindexOneFile(b *testing.B) {
 	src := gorootSrc(b)
 	ctx := context.Background()
@@ -229,6 +234,11 @@ func BenchmarkReindexOneFile(b *testing.B) {
 			}()
 			name, err := renameTarget(orig)
 			if err != nil {
+				b.Fatal(err)
+			}
+			// Build the base segment's symbol table now (the first symbol
+			// search after a rebuild does), so that the loop times edits.
+			if _, err := ix.SearchSymbols(ctx, engine.SymbolQuery{Query: name}); err != nil {
 				b.Fatal(err)
 			}
 			re := regexp.MustCompile(`\b` + name + `\b`)
@@ -289,14 +299,29 @@ func renameTarget(src []byte) (string, error) {
 	return "", errors.New("no function to rename")
 }
 
-// engineRun runs one query and returns how many results it gave.
+// engineRun runs one query and returns how many results it gave and
+// whether a limit cut them.
 type engineRun func(q string) (n int, truncated bool, err error)
+
+// queryEngine is one way of answering a kind of query.
+type queryEngine struct {
+	name string
+	run  engineRun
+}
 
 // queryStats are a sub-benchmark's figures, for the summary table.
 type queryStats struct {
-	p50, p99  time.Duration
-	counts    map[string]int
-	truncated int
+	p50, p99 time.Duration
+	counts   map[string]int
+	// truncated lists the queries the limit cut.
+	truncated map[string]bool
+	// slowest are the slowest queries, slowest first.
+	slowest []timedQuery
+}
+
+type timedQuery struct {
+	q string
+	d time.Duration
 }
 
 // BenchmarkQueries measures searches of the Go source tree, side by side
@@ -305,16 +330,23 @@ type queryStats struct {
 //   - symbol: names of functions, methods and types (half exported);
 //     plexus runs SearchSymbols (exact, prefix and fuzzy tiers, default
 //     limit 20); rg's peer is a regular expression for the definition,
-//     `^func (\([^)]*\) )?NAME\b|^type NAME\b`: what one would grep for.
+//     `^func (\([^)]*\) )?NAME[\[(]|^type NAME[ \[]`: what one would grep
+//     for (without \b, which makes rg several times slower).
 //   - literal: a mix of names, receivers, qualified calls and common
 //     identifiers (goroot.Corpus.Literals); rg -F.
 //   - regex: expressions with a literal part (goroot.Corpus.Regexps).
+//   - chunks: SearchChunks (BM25, default limit 10) with the first
+//     sentences of doc comments (goroot.Corpus.DocFuncs); rg has no peer.
 //
-// For text, "plexus-all" asks for every match (Limit 10000, the index's
-// maximum), as rg prints them all; "plexus-limit100" uses the default
-// limit of 100 matches. Each sub-benchmark reports p50-ms and p99-ms over
+// rg runs with --max-filesize 1M, the index's default cap, so that both
+// search the same files. For text, "plexus-all" asks for every match
+// (Limit 10000, the index's maximum), as rg prints them all;
+// "plexus-limit100" uses the default limit of 100 matches. Each sub-benchmark reports p50-ms and p99-ms over
 // its queries; the parent logs a comparison table, with the number of
-// queries where plexus-all and rg count different matching lines.
+// queries where plexus-all and rg count different matching lines. rg runs
+// first in each kind, so that the plexus sub-benchmarks can report
+// speedup-vs-rg (rg's p50 over theirs) and, for plexus-all,
+// count-diff-vs-rg (queries whose number of matching lines differs).
 func BenchmarkQueries(b *testing.B) {
 	src := gorootSrc(b)
 	rg, err := exec.LookPath("rg")
@@ -330,6 +362,9 @@ func BenchmarkQueries(b *testing.B) {
 		"symbol":  corpus.SymbolNames(benchQueries, benchSymbolSeed),
 		"literal": corpus.Literals(benchQueries, benchLiteralSeed),
 		"regex":   corpus.Regexps(benchQueries, benchRegexSeed),
+	}
+	for _, d := range corpus.DocFuncs(benchQueries, evalDocWords, benchChunkSeed) {
+		sets["chunks"] = append(sets["chunks"], d.Sentence)
 	}
 	_, ix, st := buildIndex(b, b.TempDir(), src)
 	b.Logf("index of %s: %d files in %v", src, st.Files, st.Duration.Round(time.Millisecond))
@@ -348,7 +383,7 @@ func BenchmarkQueries(b *testing.B) {
 	}
 	ripgrep := func(args ...string) engineRun {
 		return func(q string) (int, bool, error) {
-			cmd := exec.Command(rg, append(args, "--", q)...)
+			cmd := exec.Command(rg, append(args, "--max-filesize", "1M", "--", q)...)
 			cmd.Dir = src
 			out, err := cmd.Output()
 			var exit *exec.ExitError
@@ -358,31 +393,40 @@ func BenchmarkQueries(b *testing.B) {
 			return bytes.Count(out, []byte{'\n'}), false, err
 		}
 	}
-	engines := map[string][]struct {
-		name string
-		run  engineRun
-	}{
+	engines := map[string][]queryEngine{
 		"symbol": {
+			{"rg", func(q string) (int, bool, error) {
+				n := regexp.QuoteMeta(q)
+				return ripgrep("--no-heading", "-n")(`^func (\([^)]*\) )?` + n + `[\[(]|^type ` + n + `[ \[]`)
+			}},
 			{"plexus", func(q string) (int, bool, error) {
 				hits, err := ix.SearchSymbols(ctx, engine.SymbolQuery{Query: q})
 				return len(hits), false, err
 			}},
-			{"rg", func(q string) (int, bool, error) {
-				return ripgrep("--no-heading", "-n")(`^func (\([^)]*\) )?` + regexp.QuoteMeta(q) + `\b|^type ` + regexp.QuoteMeta(q) + `\b`)
-			}},
 		},
-		"literal": {{"plexus-all", text(false, 10000)}, {"plexus-limit100", text(false, 0)}, {"rg", ripgrep("--no-heading", "-n", "-F")}},
-		"regex":   {{"plexus-all", text(true, 10000)}, {"plexus-limit100", text(true, 0)}, {"rg", ripgrep("--no-heading", "-n")}},
+		"literal": {{"rg", ripgrep("--no-heading", "-n", "-F")}, {"plexus-all", text(false, 10000)}, {"plexus-limit100", text(false, 0)}},
+		"regex":   {{"rg", ripgrep("--no-heading", "-n")}, {"plexus-all", text(true, 10000)}, {"plexus-limit100", text(true, 0)}},
+		"chunks": {{"plexus", func(q string) (int, bool, error) {
+			hits, err := ix.SearchChunks(ctx, engine.ChunkQuery{Query: q})
+			return len(hits), false, err
+		}}},
 	}
 	results := map[string]*queryStats{}
-	kinds := []string{"symbol", "literal", "regex"}
+	kinds := []string{"symbol", "literal", "regex", "chunks"}
 	for _, kind := range kinds {
 		for _, e := range engines[kind] {
 			if e.name == "rg" && rg == "" {
 				continue
 			}
 			b.Run(kind+"/"+e.name, func(b *testing.B) {
-				results[kind+"/"+e.name] = runQueries(b, sets[kind], e.run)
+				r := runQueries(b, sets[kind], e.run)
+				results[kind+"/"+e.name] = r
+				if rg := results[kind+"/rg"]; rg != nil && e.name != "rg" {
+					b.ReportMetric(float64(rg.p50)/float64(r.p50), "speedup-vs-rg")
+					if e.name == "plexus-all" {
+						b.ReportMetric(float64(len(countDiffs(r, rg))), "count-diff-vs-rg")
+					}
+				}
 			})
 		}
 	}
@@ -392,28 +436,32 @@ func BenchmarkQueries(b *testing.B) {
 // runQueries runs one query per iteration, round-robin, and reports the
 // p50 and p99 of their durations.
 func runQueries(b *testing.B, queries []string, run engineRun) *queryStats {
-	st := &queryStats{counts: map[string]int{}}
+	st := &queryStats{counts: map[string]int{}, truncated: map[string]bool{}}
 	var durs []time.Duration
 	matches := 0
 	for i := 0; b.Loop(); i++ {
 		q := queries[i%len(queries)]
 		start := time.Now()
 		n, trunc, err := run(q)
-		durs = append(durs, time.Since(start))
+		d := time.Since(start)
+		durs = append(durs, d)
 		if err != nil {
 			b.Fatalf("%q: %v", q, err)
 		}
 		matches += n
-		if _, ok := st.counts[q]; !ok && trunc {
-			st.truncated++
+		if trunc {
+			st.truncated[q] = true
 		}
 		st.counts[q] = n
+		st.slowest = append(st.slowest, timedQuery{q, d})
 	}
+	slices.SortFunc(st.slowest, func(a, b timedQuery) int { return int(b.d - a.d) })
+	st.slowest = st.slowest[:min(3, len(st.slowest))]
 	st.p50, st.p99 = percentile(durs, 50), percentile(durs, 99)
 	reportPercentiles(b, durs)
 	b.ReportMetric(float64(matches)/float64(len(durs)), "matches/op")
-	if st.truncated > 0 {
-		b.ReportMetric(float64(st.truncated), "truncated-queries")
+	if len(st.truncated) > 0 {
+		b.ReportMetric(float64(len(st.truncated)), "truncated-queries")
 	}
 	return st
 }
@@ -421,10 +469,7 @@ func runQueries(b *testing.B, queries []string, run engineRun) *queryStats {
 // queryTable compares the engines of each kind: p50, p99, rg's p50 over
 // the engine's, and for plexus-all the queries whose match count differs
 // from rg's.
-func queryTable(kinds []string, engines map[string][]struct {
-	name string
-	run  engineRun
-}, results map[string]*queryStats) string {
+func queryTable(kinds []string, engines map[string][]queryEngine, results map[string]*queryStats) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n%-24s %10s %10s %14s %s\n", "kind/engine", "p50-ms", "p99-ms", "rg/this (p50)", "notes")
 	for _, kind := range kinds {
@@ -438,23 +483,33 @@ func queryTable(kinds []string, engines map[string][]struct {
 			if rg != nil && e.name != "rg" {
 				speed = fmt.Sprintf("%.1f×", float64(rg.p50)/float64(r.p50))
 				if e.name == "plexus-all" {
-					var diff []string
-					for q, n := range r.counts {
-						if m, ok := rg.counts[q]; ok && m != n {
-							diff = append(diff, fmt.Sprintf("%q plexus %d rg %d", q, n, m))
-						}
-					}
-					slices.Sort(diff)
+					diff := countDiffs(r, rg)
 					notes = fmt.Sprintf("%d queries with other counts than rg %v", len(diff), diff[:min(5, len(diff))])
 				}
 			}
-			if r.truncated > 0 {
-				notes += fmt.Sprintf("; %d truncated at the limit", r.truncated)
+			if len(r.truncated) > 0 {
+				notes += fmt.Sprintf("; %d truncated at the limit", len(r.truncated))
 			}
 			fmt.Fprintf(&sb, "%-24s %10.2f %10.2f %14s %s\n", kind+"/"+e.name, ms(r.p50), ms(r.p99), speed, notes)
+			for _, s := range r.slowest {
+				fmt.Fprintf(&sb, "%24s %10.2f  %q (%d matches)\n", "slow:", ms(s.d), s.q, r.counts[s.q])
+			}
 		}
 	}
 	return sb.String()
+}
+
+// countDiffs lists the queries for which r and rg count different
+// matching lines, leaving out those r's limit cut.
+func countDiffs(r, rg *queryStats) []string {
+	var diff []string
+	for q, n := range r.counts {
+		if m, ok := rg.counts[q]; ok && m != n && !r.truncated[q] {
+			diff = append(diff, fmt.Sprintf("%q plexus %d rg %d", q, n, m))
+		}
+	}
+	slices.Sort(diff)
+	return diff
 }
 
 // percentile returns the p-th percentile of durs (nearest rank).

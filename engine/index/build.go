@@ -460,6 +460,7 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 		return stats, firstErr
 	}
 	stats.Files = countIndexed(newFiles)
+	newPaths := pathsByContent(newFiles)
 
 	var seg, delta *segment
 	gen := ix.gen
@@ -471,6 +472,13 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 			return stats, err
 		}
 	} else {
+		// Contents no path holds any more (earlier versions of edited
+		// files) leave the delta, so it does not grow with every edit.
+		for id := range newDelta {
+			if len(newPaths[id]) == 0 {
+				delete(newDelta, id)
+			}
+		}
 		seg = base
 		delta = buildDelta(newDelta)
 	}
@@ -481,10 +489,11 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 		newDelta = map[int64]*docData{}
 	}
 	ix.mu.Lock()
-	ix.files, ix.paths = newFiles, pathsByContent(newFiles)
+	ix.files, ix.paths = newFiles, newPaths
 	ix.base, ix.gen, ix.delta, ix.deltaDocs = seg, gen, delta, newDelta
 	ix.updated = time.Now()
 	ix.mu.Unlock()
+	ix.warmSymbols()
 	ix.kickEmbedding()
 	return stats, nil
 }

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -77,18 +78,28 @@ func (s snapshot) bm25(query string, f pathFilter, limit int) []scoredChunk {
 			})
 		}
 	}
-	var out []scoredChunk
+	// Keep the rerankDepth best in a min-heap rather than sorting every
+	// scored chunk.
+	h := &chunkHeap{}
 	for k, sc := range scores {
+		if h.Len() == rerankDepth && sc <= (*h)[0].score {
+			continue
+		}
 		for _, p := range s.paths[k.seg.docs[k.doc].content] {
-			if f.match(p) {
-				out = append(out, scoredChunk{key: k, path: p, score: sc})
+			if !f.match(p) {
+				continue
+			}
+			c := scoredChunk{key: k, path: p, score: sc}
+			if h.Len() < rerankDepth {
+				heap.Push(h, c)
+			} else if less(c, (*h)[0]) {
+				(*h)[0] = c
+				heap.Fix(h, 0)
 			}
 		}
 	}
+	out := []scoredChunk(*h)
 	sortScored(out)
-	if len(out) > rerankDepth {
-		out = out[:rerankDepth]
-	}
 	for i := range out {
 		c := out[i].key.chunk
 		d := &out[i].key.seg.docs[out[i].key.doc]
@@ -112,16 +123,33 @@ func (s snapshot) bm25(query string, f pathFilter, limit int) []scoredChunk {
 	return out
 }
 
+// less orders ranked chunks: higher score first, then path, then chunk.
+func less(a, b scoredChunk) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	if a.path != b.path {
+		return a.path < b.path
+	}
+	return a.key.chunk < b.key.chunk
+}
+
 func sortScored(cs []scoredChunk) {
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].score != cs[j].score {
-			return cs[i].score > cs[j].score
-		}
-		if cs[i].path != cs[j].path {
-			return cs[i].path < cs[j].path
-		}
-		return cs[i].key.chunk < cs[j].key.chunk
-	})
+	sort.Slice(cs, func(i, j int) bool { return less(cs[i], cs[j]) })
+}
+
+// chunkHeap is a min-heap of ranked chunks: the root is the worst kept.
+type chunkHeap []scoredChunk
+
+func (h chunkHeap) Len() int           { return len(h) }
+func (h chunkHeap) Less(i, j int) bool { return less(h[j], h[i]) }
+func (h chunkHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *chunkHeap) Push(x any)        { *h = append(*h, x.(scoredChunk)) }
+func (h *chunkHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // SearchChunks ranks chunks against a natural-language query with BM25

@@ -48,10 +48,12 @@ type Options struct {
 	// (RerankLabel names it for people).
 	Reranker                 engine.Model
 	RerankModel, RerankLabel string
-	// EmbedInBackground embeds new chunks in the background after each
-	// update (for long-running servers). Without it, vectors come only
-	// from Index.Embed and from earlier runs.
-	EmbedInBackground bool
+	// Background is for long-running servers: after each load and update
+	// the index embeds new chunks and builds its symbol tables in the
+	// background. Without it (short-lived commands), vectors come only
+	// from Index.Embed and earlier runs, and symbol tables are built on
+	// first use.
+	Background bool
 }
 
 // Service is the code index of every workspace, in one database. It
@@ -189,6 +191,7 @@ func (s *Service) Workspace(ctx context.Context, root string) (*Index, error) {
 		fsroot.Close()
 		return nil, err
 	}
+	ix.warmSymbols()
 	s.indexes[real] = ix
 	return ix, nil
 }

@@ -416,7 +416,6 @@ func TestWatchAppliesEdits(t *testing.T) {
 	applied := make(chan BuildStats, 16)
 	done := make(chan error)
 	go func() { done <- ix.Watch(ctx, func(st BuildStats, err error) { applied <- st }) }()
-	time.Sleep(100 * time.Millisecond) // the watch is set up
 	os.MkdirAll(filepath.Join(dir, "inventory"), 0o755)
 	os.WriteFile(filepath.Join(dir, "inventory", "stock.go"), []byte("package inventory\n\nfunc Restock() {}\n"), 0o644)
 	deadline := time.After(10 * time.Second)

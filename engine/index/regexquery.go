@@ -26,28 +26,26 @@ func (q *query) matchesAll() bool {
 }
 
 // literalQuery requires every trigram of lit. With fold set (a
-// case-insensitive match), letters whose Unicode case folding reaches
-// beyond ASCII (k → K, s → ſ) and non-ASCII runes break the literal, since
-// the index folds ASCII only.
+// case-insensitive match), non-ASCII runes break the literal (their case
+// variants are other bytes; the index folds ASCII only), and a literal with
+// k or s also admits the files holding the Kelvin sign or the long s.
 func literalQuery(lit string, fold bool) *query {
 	q := &query{}
-	for _, part := range literalParts(lit, fold) {
+	parts := []string{lit}
+	if fold {
+		parts = strings.FieldsFunc(lit, func(r rune) bool { return r >= utf8.RuneSelf })
+	}
+	for _, part := range parts {
 		for _, t := range trigramsOf(part) {
 			if !slices.Contains(q.tris, t) {
 				q.tris = append(q.tris, t)
 			}
 		}
 	}
-	return q
-}
-
-func literalParts(lit string, fold bool) []string {
-	if !fold {
-		return []string{lit}
+	if fold && len(q.tris) > 0 && strings.ContainsAny(lit, "kKsS") {
+		return &query{or: []*query{q, {tris: []trigram{kelvinTrigram}}, {tris: []trigram{longSTrigram}}}}
 	}
-	return strings.FieldsFunc(lit, func(r rune) bool {
-		return r >= utf8.RuneSelf || r == 'k' || r == 'K' || r == 's' || r == 'S'
-	})
+	return q
 }
 
 // regexpQuery computes the trigram condition of a parsed expression.

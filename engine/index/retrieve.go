@@ -253,8 +253,11 @@ func (ix *Index) pack(cands []*candidate, budget int) engine.RetrievalResult {
 }
 
 // queryIdentifiers picks the words of a request that may name symbols:
-// `backquoted` spans, and identifier-like tokens (several words by case or
-// underscores, or capitalised), plus plain words of four letters or more.
+// `backquoted` spans, and tokens shaped like identifiers (several words by
+// case or underscores, digits, or a capital letter: ReadFile, read_file,
+// utf8, Cart). Plain lower-case words are English, not symbols ("returns
+// a new cookie jar" names no symbol "cookie"); backquote them to search
+// for them as symbols.
 func queryIdentifiers(q string) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -283,7 +286,7 @@ func queryIdentifiers(q string) []string {
 	forEachIdent([]byte(q), func(t string) {
 		words := 0
 		splitWords(t, func(string) { words++ })
-		if words > 1 || strings.ContainsRune(t, '_') || unicode.IsUpper(rune(t[0])) || len(t) >= 4 {
+		if words > 1 || strings.ContainsAny(t, "_0123456789") || unicode.IsUpper(rune(t[0])) {
 			addTok(t)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -86,18 +87,34 @@ func (f pathFilter) match(p string) bool {
 	return f.glob.MatchUnder(p, base)
 }
 
-// textMatcher finds matches in a file.
+// textMatcher finds matching lines in a file. Matching is line-oriented,
+// as in grep and ripgrep: a match lies within one line.
 type textMatcher struct {
-	lit []byte         // a case-sensitive literal, or
-	re  *regexp.Regexp // an expression
+	// lit is a literal matched byte for byte; with fold it is ASCII
+	// lower-cased and matched against an ASCII-folded copy of the file.
+	lit  []byte
+	fold bool
+	// re is the expression (for case-insensitive literals, the fallback
+	// for files holding the Kelvin sign or the long s). req is a literal
+	// every match contains (ASCII-folded when reqFold), used to find the
+	// lines worth running re on; nil when the expression has none.
+	re      *regexp.Regexp
+	req     []byte
+	reqFold bool
 }
 
 func newTextMatcher(q engine.TextQuery) (*textMatcher, error) {
 	if q.Pattern == "" {
 		return nil, fmt.Errorf("%w: the pattern is empty", engine.ErrInvalidRequest)
 	}
+	if strings.ContainsRune(q.Pattern, '\n') || q.Regex && strings.Contains(q.Pattern, `\n`) {
+		return nil, fmt.Errorf("%w: the pattern spans lines; matches lie within one line, so search for one line of it", engine.ErrInvalidRequest)
+	}
 	if !q.Regex && !q.CaseInsensitive {
-		return &textMatcher{lit: []byte(q.Pattern)}, nil
+		return &textMatcher{lit: []byte(q.Pattern)}, nil // bytes, valid UTF-8 or not
+	}
+	if !utf8.ValidString(q.Pattern) {
+		return nil, fmt.Errorf("%w: the pattern is not valid UTF-8 (only a case-sensitive literal may hold arbitrary bytes)", engine.ErrInvalidRequest)
 	}
 	expr := q.Pattern
 	if !q.Regex {
@@ -111,65 +128,179 @@ func newTextMatcher(q engine.TextQuery) (*textMatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the pattern is not a valid regular expression (RE2 syntax): %v", engine.ErrInvalidRequest, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
-	return &textMatcher{re: re}, nil
-}
-
-// next returns the first match at or after from, or -1.
-func (m *textMatcher) next(data []byte, from int) (start, end int) {
-	if m.lit != nil {
-		i := bytes.Index(data[from:], m.lit)
-		if i < 0 {
-			return -1, -1
+	m := &textMatcher{re: re}
+	if !q.Regex && isASCII(q.Pattern) {
+		m.lit, m.fold = foldASCII([]byte(q.Pattern)), true
+		return m, nil
+	}
+	if parsed, err := syntax.Parse(flags+expr, syntax.Perl); err == nil {
+		if lit, fold := requiredLiteral(parsed.Simplify()); len(lit) >= 2 && (!fold || isASCII(lit)) {
+			m.req, m.reqFold = []byte(lit), fold
+			if fold {
+				m.req = foldASCII(m.req)
+			}
 		}
-		return from + i, from + i + len(m.lit)
 	}
-	loc := m.re.FindIndex(data[from:])
-	if loc == nil {
-		return -1, -1
-	}
-	return from + loc[0], from + loc[1]
+	return m, nil
 }
 
-// matchFile returns the matching lines of data (one per line: the first
-// match on it), at most limit.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// foldASCII returns a copy of b with ASCII letters lower-cased; every other
+// byte, and so every offset, is unchanged.
+func foldASCII(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		out[i] = fold(c)
+	}
+	return out
+}
+
+// hasLookalikes reports whether data holds the Kelvin sign or the long s,
+// the non-ASCII runes a case-insensitive k or s matches.
+func hasLookalikes(data []byte) bool {
+	return bytes.Contains(data, []byte("\u212a")) || bytes.Contains(data, []byte("\u017f"))
+}
+
+// requiredLiteral returns the longest literal that every match of re
+// contains, and whether it is matched case-insensitively; "" if none.
+func requiredLiteral(re *syntax.Regexp) (string, bool) {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return string(re.Rune), re.Flags&syntax.FoldCase != 0
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredLiteral(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredLiteral(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		best, bestFold := "", false
+		run, runFold := "", false
+		consider := func(s string, f bool) {
+			if len(s) > len(best) {
+				best, bestFold = s, f
+			}
+		}
+		for _, sub := range re.Sub {
+			if sub.Op == syntax.OpLiteral {
+				f := sub.Flags&syntax.FoldCase != 0
+				if run != "" && f != runFold {
+					consider(run, runFold)
+					run = ""
+				}
+				run, runFold = run+string(sub.Rune), f
+				continue
+			}
+			consider(run, runFold)
+			run = ""
+			consider(requiredLiteral(sub))
+		}
+		consider(run, runFold)
+		return best, bestFold
+	}
+	return "", false
+}
+
+// lines walks data's lines that may match, calling fn with each line's
+// start and end offsets (end excludes the newline); fn returns false to
+// stop.
+func (m *textMatcher) lines(data []byte, fn func(start, end int) bool) {
+	needle, hay := m.req, data
+	switch {
+	case m.lit != nil:
+		needle = m.lit
+		if m.fold {
+			hay = foldASCII(data)
+		}
+	case m.reqFold:
+		hay = foldASCII(data)
+	}
+	if needle == nil { // every line is a candidate
+		// A final newline ends the last line; it does not start another.
+		for start := 0; start < len(data); {
+			end := len(data)
+			if nl := bytes.IndexByte(data[start:], '\n'); nl >= 0 {
+				end = start + nl
+			}
+			if !fn(start, end) || end == len(data) {
+				return
+			}
+			start = end + 1
+		}
+		return
+	}
+	for from := 0; from < len(data); {
+		i := bytes.Index(hay[from:], needle)
+		if i < 0 {
+			return
+		}
+		pos := from + i
+		start := bytes.LastIndexByte(data[:pos], '\n') + 1
+		end := len(data)
+		if nl := bytes.IndexByte(data[pos:], '\n'); nl >= 0 {
+			end = pos + nl
+		}
+		if !fn(start, end) {
+			return
+		}
+		from = end + 1
+	}
+}
+
+// matchFile returns the matching lines of data (one match per line: its
+// first), at most limit.
 func (m *textMatcher) matchFile(path string, data []byte, ctxLines, limit int) []engine.TextMatch {
 	var out []engine.TextMatch
-	line, lineStart := 1, 0
-	pos := 0
-	for pos <= len(data) && len(out) < limit {
-		start, end := m.next(data, pos)
-		if start < 0 {
-			break
-		}
-		line += bytes.Count(data[lineStart:start], []byte{'\n'})
-		if nl := bytes.LastIndexByte(data[:start], '\n'); nl >= 0 {
-			lineStart = nl + 1
+	useRE := m.lit == nil
+	needle := m.req
+	if m.lit != nil {
+		needle = m.lit
+	}
+	if (m.fold || m.reqFold) && bytes.ContainsAny(needle, "ks") && hasLookalikes(data) {
+		// Folding ASCII alone would miss a Kelvin sign or a long s: let
+		// the expression see every line.
+		return (&textMatcher{re: m.re}).matchFile(path, data, ctxLines, limit)
+	}
+	lineNo, counted := 1, 0
+	m.lines(data, func(start, end int) bool {
+		line := data[start:end]
+		col := 0
+		if useRE {
+			loc := m.re.FindIndex(line)
+			if loc == nil {
+				return true
+			}
+			col = loc[0]
+		} else if m.fold {
+			col = bytes.Index(foldASCII(line), m.lit)
 		} else {
-			lineStart = 0
+			col = bytes.Index(line, m.lit)
 		}
-		lineEnd := len(data)
-		if nl := bytes.IndexByte(data[start:], '\n'); nl >= 0 {
-			lineEnd = start + nl
+		if col < 0 {
+			return true
 		}
-		text := data[lineStart:lineEnd]
+		lineNo += bytes.Count(data[counted:start], []byte{'\n'})
+		counted = start
 		tm := engine.TextMatch{
-			Path: path, Line: line,
-			Column: utf8.RuneCount(data[lineStart:start]) + 1,
-			Text:   cutLine(text, start-lineStart),
+			Path: path, Line: lineNo,
+			Column: utf8.RuneCount(line[:col]) + 1,
+			Text:   cutLine(line, col),
 		}
 		if ctxLines > 0 {
-			tm.Before = linesBefore(data, lineStart, ctxLines)
-			tm.After = linesAfter(data, lineEnd, ctxLines)
+			tm.Before = linesBefore(data, start, ctxLines)
+			tm.After = linesAfter(data, end, ctxLines)
 		}
 		out = append(out, tm)
-		// Next line: one match per line.
-		pos = lineEnd + 1
-		if end > pos {
-			pos = end
-		}
-		// The newline at lineEnd is counted with the next match's line.
-		lineStart = lineEnd
-	}
+		return len(out) < limit
+	})
 	return out
 }
 

@@ -334,7 +334,7 @@ func (b *segmentBuilder) finish() *segment {
 
 // segmentMagic starts every encoded segment; the digit is the format
 // version.
-const segmentMagic = "PXSEG2\n"
+const segmentMagic = "PXSEG3\n"
 
 // encode serialises the segment: strings, documents (chunks, symbols),
 // trigram directory and postings, term directory and postings, all as

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 )
@@ -30,19 +31,35 @@ type trigramSet struct {
 
 func newTrigramSet() *trigramSet { return &trigramSet{seen: make([]uint64, 1<<24/64)} }
 
-// add records every trigram of data.
+// The two non-ASCII runes whose Unicode case folding reaches an ASCII
+// letter: K (U+212A KELVIN SIGN, UTF-8 E2 84 AA) folds to k, ſ (U+017F
+// LATIN SMALL LETTER LONG S, UTF-8 C5 BF) to s. A case-insensitive query
+// with k or s must also consider files holding them. The Kelvin sign is a
+// trigram of its own; for the long s the index records the marker trigram
+// C5 BF 00, which no text can produce (indexed files hold no NUL byte).
+const (
+	kelvinTrigram trigram = 0xE284AA
+	longSTrigram  trigram = 0xC5BF00
+)
+
+// add records every trigram of data, and the long-s marker.
 func (s *trigramSet) add(data []byte) {
-	if len(data) < 3 {
+	if len(data) < 2 {
 		return
 	}
+	s.mark(longSTrigram, bytes.Contains(data, []byte{0xC5, 0xBF}))
 	t := uint32(fold(data[0]))<<8 | uint32(fold(data[1]))
 	for _, b := range data[2:] {
 		t = (t<<8 | uint32(fold(b))) & 0xFFFFFF
-		w, bit := t>>6, uint64(1)<<(t&63)
-		if s.seen[w]&bit == 0 {
-			s.seen[w] |= bit
-			s.list = append(s.list, t)
-		}
+		s.mark(t, true)
+	}
+}
+
+func (s *trigramSet) mark(t trigram, ok bool) {
+	w, bit := t>>6, uint64(1)<<(t&63)
+	if ok && s.seen[w]&bit == 0 {
+		s.seen[w] |= bit
+		s.list = append(s.list, t)
 	}
 }
 

@@ -86,7 +86,8 @@ const watchDebounce = 30 * time.Millisecond
 
 // Watch follows file-system events under the workspace (Linux inotify and
 // the like, through fsnotify) and applies them after a short debounce,
-// until ctx ends. Directories created later are watched too; ignored
+// until ctx ends. Once its watches are in place it refreshes the index, so
+// changes made while it started are not missed. Directories created later are watched too; ignored
 // directories (.gitignore, .git) are not. onApply, if set, is called after
 // each batch with its stats and error. It returns ctx's error, or an error
 // when watching cannot start (for example the inotify watch limit).
@@ -111,6 +112,12 @@ func (ix *Index) Watch(ctx context.Context, onApply func(BuildStats, error)) err
 	}
 	if err := addTree("."); err != nil {
 		return err
+	}
+	// Changes made before the watches were in place have no event: one
+	// refresh catches them.
+	st, err := ix.Build(ctx, BuildOptions{})
+	if onApply != nil {
+		onApply(st, err)
 	}
 	pending := map[string]bool{}
 	timer := time.NewTimer(time.Hour)

@@ -38,7 +38,7 @@ const embeddingBatch = 512
 // workspace's chunks. It never blocks: lexical search does not wait.
 func (ix *Index) kickEmbedding() {
 	svc := ix.svc
-	if svc.opts.Embedder == nil || !svc.opts.EmbedInBackground {
+	if svc.opts.Embedder == nil || !svc.opts.Background {
 		return
 	}
 	v := &ix.vec
