@@ -222,7 +222,7 @@ func newSearchCmd(g *globalFlags) *cobra.Command {
 				printChunks(out, hits)
 				return noHits(len(hits), query)
 			case "hybrid":
-				res, err := rt.index.Retrieve(ctx, engine.RetrievalRequest{Root: root, Query: query, TokenBudget: 1 << 30},
+				res, err := rt.index.Retrieve(ctx, engine.RetrievalRequest{Root: root, Query: query, TokenBudget: hybridBudget},
 					func(ev engine.RetrievalEvent) {
 						fmt.Fprintf(cmd.ErrOrStderr(), "· %s: %s\n", ev.Stage, ev.Message)
 					})
@@ -253,6 +253,10 @@ func newSearchCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "most results")
 	return cmd
 }
+
+// hybridBudget is the token budget of `plexus search --kind hybrid`: room
+// for --limit results of ordinary size.
+const hybridBudget = 16000
 
 func printChunks(out io.Writer, hits []engine.ChunkHit) {
 	for _, h := range hits {

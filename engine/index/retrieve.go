@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -99,7 +100,12 @@ func (ix *Index) Retrieve(ctx context.Context, req engine.RetrievalRequest, emit
 		if ctx.Err() != nil {
 			return engine.RetrievalResult{}, ctx.Err()
 		}
-		emit(engine.RetrievalEvent{Stage: engine.StageVectorSearch, Count: 0, Message: "skipped: " + strings.TrimPrefix(err.Error(), engine.ErrUnsupported.Error()+": ")})
+		why := err.Error()
+		var skip *vectorSkip
+		if errors.As(err, &skip) {
+			why = skip.reason
+		}
+		emit(engine.RetrievalEvent{Stage: engine.StageVectorSearch, Count: 0, Message: "skipped: " + why})
 	} else {
 		add("vector", vecList)
 		emit(engine.RetrievalEvent{Stage: engine.StageVectorSearch, Count: len(vecList),

@@ -170,17 +170,41 @@ func termShard(term string, n int) int {
 	return int(h % uint32(n))
 }
 
-// splitShards splits a document's trigrams and terms by shard.
+// splitShards splits a document's trigrams and terms by shard, into one
+// buffer each (a counting sort: no per-shard slice growth, which was a
+// large share of a build's allocations).
 func (d *docData) splitShards(n int) {
-	d.shardTris = make([][]trigram, n)
-	for _, t := range d.tris {
-		i := triShard(t, n)
-		d.shardTris[i] = append(d.shardTris[i], t)
+	triShards := make([]int, len(d.tris))
+	triCount := make([]int, n+1)
+	for i, t := range d.tris {
+		triShards[i] = triShard(t, n)
+		triCount[triShards[i]+1]++
 	}
+	tris := make([]trigram, len(d.tris))
+	d.shardTris = make([][]trigram, n)
+	for i := 0; i < n; i++ {
+		triCount[i+1] += triCount[i]
+		d.shardTris[i] = tris[triCount[i]:triCount[i]:triCount[i+1]]
+	}
+	for i, t := range d.tris {
+		sh := triShards[i]
+		d.shardTris[sh] = append(d.shardTris[sh], t)
+	}
+	termShards := make([]int, len(d.terms))
+	termCount := make([]int, n+1)
+	for i, ct := range d.terms {
+		termShards[i] = termShard(ct.term, n)
+		termCount[termShards[i]+1]++
+	}
+	terms := make([]chunkTerm, len(d.terms))
 	d.shardTerms = make([][]chunkTerm, n)
-	for _, ct := range d.terms {
-		i := termShard(ct.term, n)
-		d.shardTerms[i] = append(d.shardTerms[i], ct)
+	for i := 0; i < n; i++ {
+		termCount[i+1] += termCount[i]
+		d.shardTerms[i] = terms[termCount[i]:termCount[i]:termCount[i+1]]
+	}
+	for i, ct := range d.terms {
+		sh := termShards[i]
+		d.shardTerms[sh] = append(d.shardTerms[sh], ct)
 	}
 	d.tris, d.terms = nil, nil
 }

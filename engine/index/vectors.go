@@ -245,6 +245,13 @@ func (v *vectorState) add(vecs map[[32]byte][]float32, prec vector.Precision) er
 	return nil
 }
 
+// vectorSkip says why vector search cannot run; it matches
+// engine.ErrUnsupported.
+type vectorSkip struct{ reason string }
+
+func (e *vectorSkip) Error() string        { return "vector search is unavailable: " + e.reason }
+func (e *vectorSkip) Is(target error) bool { return target == engine.ErrUnsupported }
+
 // VectorStatus reports the embeddings of a workspace.
 type VectorStatus struct {
 	// Model is PROVIDER:MODEL of the embedder, "" when none is set.
@@ -296,11 +303,11 @@ func (ix *Index) vectorRank(ctx context.Context, q engine.ChunkQuery) ([]scoredC
 	st := ix.vectorStatus()
 	switch {
 	case st.Skipped != "" && st.Embedded == 0:
-		return nil, fmt.Errorf("%w: vector search is unavailable: %s", engine.ErrUnsupported, st.Skipped)
+		return nil, &vectorSkip{st.Skipped}
 	case st.Embedded == 0 && st.Running:
-		return nil, fmt.Errorf("%w: vector search is not ready: embeddings are being computed (%d of %d chunks); text and symbol search work meanwhile", engine.ErrUnsupported, st.Embedded, st.Total)
+		return nil, &vectorSkip{fmt.Sprintf("embeddings are being computed (%d of %d chunks); text and symbol search work meanwhile", st.Embedded, st.Total)}
 	case st.Embedded == 0:
-		return nil, fmt.Errorf("%w: no chunk has an embedding from %s yet; embed them first (plexus index)", engine.ErrUnsupported, st.Model)
+		return nil, &vectorSkip{fmt.Sprintf("no chunk has an embedding from %s yet; embed them first (plexus index)", st.Model)}
 	}
 	limit := q.Limit
 	if limit <= 0 {
@@ -313,7 +320,7 @@ func (ix *Index) vectorRank(ctx context.Context, q engine.ChunkQuery) ([]scoredC
 	resp, err := ix.svc.opts.Embedder.Embed(ctx, engine.EmbedRequest{Model: ix.svc.opts.EmbedModel, Inputs: []string{q.Query}})
 	if err != nil {
 		if errors.Is(err, engine.ErrUnsupported) || errors.Is(err, engine.ErrModelNotFound) {
-			return nil, fmt.Errorf("%w: vector search is unavailable: %v", engine.ErrUnsupported, err)
+			return nil, &vectorSkip{fmt.Sprintf("%s cannot embed: %v", ix.svc.opts.EmbedLabel, err)}
 		}
 		return nil, err
 	}
