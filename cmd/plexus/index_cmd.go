@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ import (
 )
 
 func newIndexCmd(g *globalFlags) *cobra.Command {
-	var rebuild, watch, noEmbed bool
+	var rebuild, watch, noEmbed, status bool
 	cmd := &cobra.Command{
 		Use:   "index",
 		Short: "Index the workspace for symbol, text and vector search",
@@ -41,6 +42,11 @@ a terminal; a summary line ends the run.`,
 			ix, err := rt.index.Workspace(ctx, rt.workspace.Root)
 			if err != nil {
 				return err
+			}
+			if status {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(ix.Status())
 			}
 			errw := cmd.ErrOrStderr()
 			bar := newBar(errw, "indexing")
@@ -78,6 +84,7 @@ a terminal; a summary line ends the run.`,
 	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "rebuild the text index from every file (analyses of unchanged contents are still reused)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "keep running and update the index as files change")
 	cmd.Flags().BoolVar(&noEmbed, "no-embed", false, "skip embedding (vector search stays unavailable)")
+	cmd.Flags().BoolVar(&status, "status", false, "print the index's status as JSON (files, chunks, symbols, embeddings, last update) and do nothing else")
 	return cmd
 }
 
@@ -146,7 +153,7 @@ func (b *bar) progress(p index.Progress) {
 	if p.Total > 0 && b.pb.GetMax() != p.Total {
 		b.pb.ChangeMax(p.Total)
 	}
-	b.pb.Describe(b.label + ": " + p.Phase)
+	b.pb.Describe(p.Phase)
 	b.pb.Set(p.Done)
 }
 
