@@ -16,18 +16,13 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-)
 
-// defaultMemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit)
-// when GOMEMLIMIT is not set: the garbage collector then works harder
-// instead of letting an index build of a large tree (Go's own source: 90
-// MB) grow past ~500 MB of resident memory. It is soft: a larger live heap
-// is still allowed.
-const defaultMemoryLimit = 384 << 20
+	"github.com/plexus-agent/plexus/engine/index"
+)
 
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(defaultMemoryLimit)
+		debug.SetMemoryLimit(index.SuggestedMemoryLimit) // see its doc
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

@@ -595,3 +595,56 @@ func TestLiveOllama(t *testing.T) {
 		t.Errorf("unknown model: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestIndexAndSearch runs plexus index and plexus search on a small
+// repository as a user would: symbols, text, vectors (embedded by the
+// replay model) and hybrid retrieval, then the status.
+func TestIndexAndSearch(t *testing.T) {
+	ws := t.TempDir()
+	for name, content := range map[string]string{
+		"shop/cart.go":   "package shop\n\n// Cart holds items.\ntype Cart struct{ Items []string }\n\n// AddItem appends an item to the cart.\nfunc (c *Cart) AddItem(name string) { c.Items = append(c.Items, name) }\n",
+		"shop/prices.py": "def apply_discount(price, percent):\n    return price * (100 - percent) / 100\n",
+		"README.md":      "# Shop\n\nAdd items with AddItem.\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755)
+		os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644)
+	}
+	data := t.TempDir()
+	env := []string{"PLEXUS_DATA_DIR=" + data}
+	embed := "replay:" + filepath.Join(repoRoot, "examples/replay/tour.jsonl") // replay embeds any text
+	r := plexus(t, ws, "", env, "index", "--embed-model", embed)
+	if r.code != 0 || !strings.Contains(r.stdout, "indexed 3 files (3 read, 3 changed, 3 analysed, 0 left out)") || !strings.Contains(r.stdout, "embedded ") {
+		t.Fatalf("index: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = plexus(t, ws, "", env, "index", "--no-embed")
+	if !strings.Contains(r.stdout, "indexed 3 files (0 read, 0 changed, 0 analysed") {
+		t.Errorf("second index re-read files:\n%s", r.stdout)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"search", "--kind", "symbol", "additem"}, "shop/cart.go:6"},
+		{[]string{"search", "--kind", "text", "apply_discount"}, "shop/prices.py:1:5: def apply_discount(price, percent):"},
+		{[]string{"search", "--kind", "text", "--regex", "-i", `^def \w+`}, "shop/prices.py:1:1:"},
+		{[]string{"search", "--kind", "vector", "--embed-model", embed, "discount percent price"}, "shop/prices.py:1-2"},
+		{[]string{"search", "--embed-model", embed, "how do I add an item to the Cart"}, "shop/cart.go"},
+	}
+	for _, c := range cases {
+		r := plexus(t, ws, "", env, c.args...)
+		if r.code != 0 || !strings.Contains(r.stdout, c.want) {
+			t.Errorf("%v: exit %d, want %q in\n%s%s", c.args, r.code, c.want, r.stdout, r.stderr)
+		}
+	}
+	r = plexus(t, ws, "", env, "search", "--kind", "text", "no such text anywhere")
+	if r.code != 1 || !strings.Contains(r.stderr, "no results") {
+		t.Errorf("no hits: exit %d %s", r.code, r.stderr)
+	}
+	r = plexus(t, ws, "", env, "index", "--status", "--embed-model", embed)
+	var st struct {
+		Files, Symbols, Chunks int
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Files != 3 || st.Symbols == 0 || st.Chunks == 0 {
+		t.Errorf("status %+v %v\n%s", st, err, r.stdout)
+	}
+}

@@ -143,7 +143,12 @@ func BenchmarkBuildGoroot(b *testing.B) {
 func buildInChild(db string) (int64, index.BuildStats, error) {
 	var st index.BuildStats
 	cmd := exec.Command(os.Args[0], "-test.run=^TestGorootBuildChild$", "-test.count=1", "-test.v")
+	// The child runs as the plexus command does: with its default soft
+	// memory limit unless GOMEMLIMIT says otherwise.
 	cmd.Env = append(os.Environ(), envBuildChild+"="+db)
+	if os.Getenv("GOMEMLIMIT") == "" {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMEMLIMIT=%d", index.SuggestedMemoryLimit))
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return 0, st, fmt.Errorf("build child: %w\n%s", err, out)
