@@ -72,7 +72,7 @@
 // valid JSON are sent as input in a JSON string. running events (progress,
 // output) are dropped. The engine's update_plan is a tool call like any
 // other, so a plan reaches the client as its tool_use input. ThinkingEvent,
-// PlanEvent and ApprovalEvent are dropped (the contract has no message for
+// PlanEvent, RetrievalEvent and ApprovalEvent are dropped (the contract has no message for
 // them), as are ErrorEvents: recoverable ones repeat a tool_result, and the
 // last unrecoverable one repeats the FinalEvent's error. FinalEvent completed
 // becomes done; error and timeout become error with the engine's message;

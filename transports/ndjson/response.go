@@ -157,8 +157,8 @@ func (m *turnMapper) wire(ev engine.Event) []message {
 		}
 		return []message{newError(m.id, text)}
 	}
-	// ThinkingEvent, PlanEvent, ApprovalEvent and ErrorEvent have no
-	// message in the contract (see the package doc).
+	// ThinkingEvent, PlanEvent, RetrievalEvent, ApprovalEvent and
+	// ErrorEvent have no message in the contract (see the package doc).
 	return nil
 }
 
