@@ -38,6 +38,17 @@ type Options struct {
 	// Retriever gathers code context before the model's first call; nil
 	// skips the retrieval stage.
 	Retriever Retriever
+	// Patcher turns edit tools' proposals into patches and applies them;
+	// Patches stores them for undo. Without a Patcher, edits are reported
+	// to the model as not applied.
+	Patcher Patcher
+	Patches PatchStore
+	// Gatekeeper is the per-workspace policy; nil means the built-in
+	// default (read-only tools run, the rest asks).
+	Gatekeeper Gatekeeper
+	// Recorder receives a receipt for every approval, denial, patch apply
+	// and undo, and command; nil records nothing.
+	Recorder Recorder
 	// RetrievalTokens is the token budget of retrieved context (default a
 	// quarter of Chat.NumCtx, or 2000 when that is unset).
 	RetrievalTokens int

@@ -30,6 +30,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrTimeout: a deadline passed.
 	ErrTimeout = errors.New("timed out")
+	// ErrConflict: a file changed since a patch was proposed (or applied,
+	// for an undo); the change was not made.
+	ErrConflict = errors.New("conflict")
 )
 
 // ModelError is an error reported by a model provider. Message is the

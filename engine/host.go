@@ -28,6 +28,11 @@ type ApprovalRequest struct {
 	Risk        Risk            `json:"risk"`
 	// Preview of the effect (a command line, a diff); nil when none.
 	Preview *Preview `json:"preview,omitempty"`
+	// PatchSet is set when the approval is for applying a patch set; the
+	// answer may then approve all of it, some files or some hunks.
+	PatchSet *PatchSet `json:"patch_set,omitempty"`
+	// Command is set when the approval is for a command.
+	Command *CommandRequest `json:"command,omitempty"`
 }
 
 // Risk is a risk assessment as protocols/jsonrpc-unix-socket.md words it.
@@ -49,4 +54,15 @@ type ApprovalDecision struct {
 	Approved bool `json:"approved"`
 	// Reason is shown to the model when the call is denied.
 	Reason string `json:"reason,omitempty"`
+	// Scope is "all" (the default), "file" or "hunk" for a patch set;
+	// Files and Hunks then say what was approved.
+	Scope string           `json:"scope,omitempty"`
+	Files []string         `json:"files,omitempty"`
+	Hunks map[string][]int `json:"hunks,omitempty"`
+	// Remember persists the decision as a policy rule for this action;
+	// ApplyToSimilar for actions like it.
+	Remember       bool `json:"remember_choice,omitempty"`
+	ApplyToSimilar bool `json:"apply_to_similar,omitempty"`
+	// Actor says who answered ("user", "client"); default "user".
+	Actor string `json:"actor,omitempty"`
 }

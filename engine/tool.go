@@ -44,7 +44,17 @@ type ToolSpec struct {
 	ReadOnly bool `json:"read_only"`
 	// NeedsApproval tools run only after the user approves each call.
 	NeedsApproval bool `json:"needs_approval"`
+	// Kind is ToolKindEdit for tools that propose FileEdits instead of
+	// writing, ToolKindCommand for tools that run their "command"
+	// argument in a shell, "" otherwise.
+	Kind string `json:"kind,omitempty"`
 }
+
+// Tool kinds.
+const (
+	ToolKindEdit    = "edit"
+	ToolKindCommand = "command"
+)
 
 // InvokeRequest is one tool call as a Toolset receives it.
 type InvokeRequest struct {
@@ -56,6 +66,20 @@ type InvokeRequest struct {
 	WorkspaceRoot string
 	// Host answers callbacks the tool makes while it runs; nil when none.
 	Host ToolHost
+	// Overlay holds the pending content of files edited earlier in the
+	// same model response, by workspace-relative path; tools that read
+	// files must prefer it to the disk.
+	Overlay map[string]OverlayFile
+	// Settings are per-call settings from the host, never the model
+	// ("sandbox.network": "allow").
+	Settings map[string]string
+}
+
+// OverlayFile is the pending content of one file; Deleted when the pending
+// change deletes it.
+type OverlayFile struct {
+	Content []byte
+	Deleted bool
 }
 
 // ToolHost is what a running tool call may ask of the engine: approvals,
@@ -107,6 +131,8 @@ type ToolResult struct {
 	Content json.RawMessage `json:"result"`
 	// Summary is one line for people.
 	Summary string `json:"summary"`
+	// Edits are the file changes an edit tool proposes.
+	Edits []FileEdit `json:"-"`
 }
 
 // JSONResult marshals v into a ToolResult with the given summary.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -77,12 +78,26 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 		}
 		t.emit(&ThinkingEvent{Phase: PhaseExecuting, Message: describeCalls(reply.ToolCalls)})
 		results := make([]Message, 0, len(reply.ToolCalls))
+		resp := newResponse()
 		for _, call := range reply.ToolCalls {
-			content, err := t.callTool(ctx, call)
+			content, err := t.callTool(ctx, call, resp)
 			if err != nil {
 				return t.fail(ctx, err), keep
 			}
 			results = append(results, Message{Role: RoleTool, Content: content, ToolCallID: call.ID, ToolName: call.Name})
+		}
+		if len(resp.edits) > 0 {
+			// The response's edits form one patch set; each edit call's
+			// result tells the model what became of it.
+			outcomes, err := t.applyEdits(ctx, resp, reply.Content)
+			if err != nil {
+				return t.fail(ctx, err), keep
+			}
+			for i := range results {
+				if o, ok := outcomes[results[i].ToolCallID]; ok {
+					results[i].Content = withPatch(results[i].Content, o)
+				}
+			}
 		}
 		msgs = append(msgs, results...)
 		keep = append(keep, reply)
@@ -176,9 +191,10 @@ func (t *turn) finish(status TurnStatus, message, errText string) TurnResult {
 }
 
 // callTool runs one tool call through policy and returns the content of the
-// tool message for the model. The error is non-nil only when the turn must
-// end (ctx ended).
-func (t *turn) callTool(ctx context.Context, call ToolCall) (string, error) {
+// tool message for the model. Edits an edit tool proposes join r (they are
+// applied after the response's last call). The error is non-nil only when
+// the turn must end (ctx ended).
+func (t *turn) callTool(ctx context.Context, call ToolCall, r *response) (string, error) {
 	t.meta.ToolCalls++
 	if !slices.Contains(t.meta.ToolsUsed, call.Name) {
 		t.meta.ToolsUsed = append(t.meta.ToolsUsed, call.Name)
@@ -206,44 +222,34 @@ func (t *turn) callTool(ctx context.Context, call ToolCall) (string, error) {
 	if !json.Valid(call.Args) {
 		return refuse(ToolFailed, ToolCodeInvalidInput, fmt.Sprintf("the arguments of %s are not valid JSON: %s", call.Name, truncate(string(call.Args), 200))), nil
 	}
-	if spec.NeedsApproval {
-		dec, err := t.approve(ctx, ApprovalRequest{
-			ID: newID("apr"), CallID: call.ID, Tool: call.Name,
-			Description: fmt.Sprintf("Run %s %s", call.Name, truncate(string(call.Args), 200)),
-			Args:        call.Args,
-			Risk:        specRisk(spec),
-			Preview:     previewFor(call),
-		})
-		if err != nil {
-			return "", err
-		}
-		if !dec.Approved {
-			return refuse(ToolDenied, ToolCodePermissionDenied, fmt.Sprintf("%s was not run: %s", call.Name, dec.Reason)), nil
-		}
+	req := ActionRequest{Kind: ActionToolCall, Tool: call.Name, Spec: spec, Paths: callPaths(call.Args), Args: call.Args}
+	var cmd *CommandRequest
+	if spec.Kind == ToolKindCommand {
+		req.Kind, req.Command = ActionCommand, commandOf(call.Args)
+		cmd = &CommandRequest{ID: newID("cmd"), Command: req.Command, WorkingDir: t.s.workspace.Root}
+	}
+	dec, err := t.gate(ctx, req, ApprovalRequest{
+		ID: newID("apr"), CallID: call.ID, Tool: call.Name,
+		Description: fmt.Sprintf("Run %s %s", call.Name, truncate(string(call.Args), 200)),
+		Args:        call.Args, Preview: previewFor(call), Command: cmd,
+	})
+	if err != nil {
+		return "", err
+	}
+	if !dec.Approved {
+		return refuse(ToolDenied, ToolCodePermissionDenied, fmt.Sprintf("%s was not run: %s", call.Name, dec.Reason)), nil
 	}
 
 	t.emit(ev(ToolStarted))
 	start := time.Now()
 	var res ToolResult
-	var err error
-	if call.Name == planToolSpec.Name {
+	switch {
+	case call.Name == planToolSpec.Name:
 		res, err = t.updatePlan(call.Args)
-	} else if t.e.opts.Tools == nil {
+	case t.e.opts.Tools == nil:
 		err = ToolErrorf(ToolCodeUnknownTool, "no tools are loaded")
-	} else {
-		cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolTimeout)
-		res, err = t.e.opts.Tools.Invoke(cctx, InvokeRequest{
-			CallID: call.ID, Tool: call.Name, Args: call.Args,
-			WorkspaceRoot: t.s.workspace.Root, Host: &callHost{t: t, call: call},
-		}, func(u ToolUpdate) {
-			e := ev(ToolRunning)
-			e.Update = &u
-			t.emit(e)
-		})
-		if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s", call.Name, t.e.opts.ToolTimeout)
-		}
-		cancel()
+	default:
+		res, err = t.invoke(ctx, call, spec, cmd, r, ev)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -270,34 +276,57 @@ func (t *turn) callTool(ctx context.Context, call ToolCall) (string, error) {
 	if len(res.Content) == 0 || !json.Valid(res.Content) {
 		res.Content, _ = json.Marshal(string(res.Content))
 	}
-	t.noteFilesModified(res.Content)
+	switch {
+	case len(res.Edits) > 0 && spec.Kind == ToolKindEdit:
+		r.addEdits(call, res.Edits)
+	case len(res.Edits) > 0:
+		t.emit(&ErrorEvent{Code: CodeToolError, Recoverable: true, Details: map[string]any{"call_id": call.ID, "tool": call.Name},
+			Message: fmt.Sprintf("%s proposed file edits but is not an edit tool; they were ignored", call.Name)})
+	}
+	if spec.Kind == ToolKindCommand {
+		var cr struct {
+			ExitCode *int `json:"exit_code"`
+		}
+		json.Unmarshal(res.Content, &cr)
+		t.record(ctx, "command", dec.Actor, req, "", cr.ExitCode, res.Summary)
+	}
 	e := ev(ToolCompleted)
 	e.Result, e.Summary, e.Duration = res.Content, res.Summary, time.Since(start)
 	t.emit(e)
 	return t.forModel(res.Content), nil
 }
 
-// approve decides an approval: ApproveAll, then the Host, else denied.
-// The error is non-nil only when ctx ended while the Host was asked.
-func (t *turn) approve(ctx context.Context, req ApprovalRequest) (ApprovalDecision, error) {
-	switch {
-	case t.opts.ApproveAll:
-		return ApprovalDecision{Approved: true, Reason: "approved by the approve-all setting"}, nil
-	case t.opts.Host == nil:
-		return ApprovalDecision{Reason: "it needs approval and this front-end cannot ask for it; allow such calls with approve-all (plexus --approve-all)"}, nil
-	}
-	t.emit(&ApprovalEvent{Request: req})
-	dec, err := t.opts.Host.RequestApproval(ctx, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ApprovalDecision{}, ctx.Err()
+// invoke runs an approved call: a command on the client when the
+// workspace runs commands in the local terminal and the Host can,
+// otherwise the tool in its plugin, with the response's overlay and the
+// workspace's sandbox settings.
+func (t *turn) invoke(ctx context.Context, call ToolCall, spec ToolSpec, cmd *CommandRequest, r *response, ev func(ToolStatus) *ToolCallEvent) (ToolResult, error) {
+	var settings map[string]string
+	if spec.Kind == ToolKindCommand {
+		cs := t.commandSettings(ctx)
+		if runner, ok := t.opts.Host.(CommandRunner); ok && cs.Mode == CommandModeLocal {
+			return t.runOnClient(ctx, runner, *cmd)
 		}
-		return ApprovalDecision{Reason: "asking for approval failed: " + err.Error()}, nil
+		settings = map[string]string{"sandbox.network": "deny"}
+		if cs.AllowNetwork {
+			settings["sandbox.network"] = "allow"
+		}
 	}
-	if !dec.Approved && dec.Reason == "" {
-		dec.Reason = "the user denied it"
+	cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolTimeout)
+	defer cancel()
+	res, err := t.e.opts.Tools.Invoke(cctx, InvokeRequest{
+		CallID: call.ID, Tool: call.Name, Args: call.Args,
+		WorkspaceRoot: t.s.workspace.Root, Host: &callHost{t: t, call: call},
+		Overlay: maps.Clone(r.overlay), Settings: settings,
+	}, func(u ToolUpdate) {
+		e := ev(ToolRunning)
+		e.Update = &u
+		t.emit(e)
+	})
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s", call.Name, t.e.opts.ToolTimeout)
 	}
-	return dec, nil
+	return res, err
 }
 
 // callHost answers callbacks of a running tool call.
@@ -372,22 +401,6 @@ func (t *turn) forModel(content json.RawMessage) string {
 		"partial":   truncate(string(content), limit),
 	})
 	return string(cut)
-}
-
-// noteFilesModified records the "files_modified" array a tool result may
-// carry.
-func (t *turn) noteFilesModified(content json.RawMessage) {
-	var r struct {
-		FilesModified []string `json:"files_modified"`
-	}
-	if json.Unmarshal(content, &r) != nil {
-		return
-	}
-	for _, f := range r.FilesModified {
-		if !slices.Contains(t.meta.FilesModified, f) {
-			t.meta.FilesModified = append(t.meta.FilesModified, f)
-		}
-	}
 }
 
 func (t *turn) toolNames() []string {

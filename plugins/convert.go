@@ -77,15 +77,53 @@ func toolErrorToProto(ctx context.Context, err error) *pb.ToolError {
 func specToProto(s engine.ToolSpec) *pb.ToolSpec {
 	return &pb.ToolSpec{
 		Name: s.Name, Description: s.Description, InputSchemaJson: string(s.InputSchema),
-		RiskLevel: riskToProto[s.Risk], ReadOnly: s.ReadOnly, NeedsApproval: s.NeedsApproval,
+		RiskLevel: riskToProto[s.Risk], ReadOnly: s.ReadOnly, NeedsApproval: s.NeedsApproval, Kind: s.Kind,
 	}
 }
 
 func specFromProto(s *pb.ToolSpec) engine.ToolSpec {
 	return engine.ToolSpec{
 		Name: s.GetName(), Description: s.GetDescription(), InputSchema: json.RawMessage(s.GetInputSchemaJson()),
-		Risk: riskFromProto(s.GetRiskLevel()), ReadOnly: s.GetReadOnly(), NeedsApproval: s.GetNeedsApproval(),
+		Risk: riskFromProto(s.GetRiskLevel()), ReadOnly: s.GetReadOnly(), NeedsApproval: s.GetNeedsApproval(), Kind: s.GetKind(),
 	}
+}
+
+func editsToProto(edits []engine.FileEdit) []*pb.FileEdit {
+	out := make([]*pb.FileEdit, 0, len(edits))
+	for _, e := range edits {
+		out = append(out, &pb.FileEdit{Path: e.Path, Base: e.Base, BaseExists: e.BaseExists, NewContent: e.New, Delete: e.Delete})
+	}
+	return out
+}
+
+func editsFromProto(edits []*pb.FileEdit) []engine.FileEdit {
+	var out []engine.FileEdit
+	for _, e := range edits {
+		out = append(out, engine.FileEdit{Path: e.GetPath(), Base: e.GetBase(), BaseExists: e.GetBaseExists(), New: e.GetNewContent(), Delete: e.GetDelete()})
+	}
+	return out
+}
+
+func overlayToProto(o map[string]engine.OverlayFile) map[string]*pb.OverlayFile {
+	if len(o) == 0 {
+		return nil
+	}
+	out := make(map[string]*pb.OverlayFile, len(o))
+	for p, f := range o {
+		out[p] = &pb.OverlayFile{Content: f.Content, Deleted: f.Deleted}
+	}
+	return out
+}
+
+func overlayFromProto(o map[string]*pb.OverlayFile) map[string]engine.OverlayFile {
+	if len(o) == 0 {
+		return nil
+	}
+	out := make(map[string]engine.OverlayFile, len(o))
+	for p, f := range o {
+		out[p] = engine.OverlayFile{Content: f.GetContent(), Deleted: f.GetDeleted()}
+	}
+	return out
 }
 
 // modelErrorToStatus maps a model implementation's error onto a gRPC status

@@ -57,6 +57,7 @@ func (c *toolClient) Tools(ctx context.Context) ([]engine.ToolSpec, error) {
 func (c *toolClient) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	preq := &pb.InvokeRequest{
 		CallId: req.CallID, ToolName: req.Tool, InputJson: jsonOrEmpty(req.Args), WorkspaceRoot: req.WorkspaceRoot,
+		Overlay: overlayToProto(req.Overlay), Settings: req.Settings,
 	}
 	if req.Host != nil {
 		preq.HostBrokerId = c.callbacks.serve()
@@ -86,7 +87,8 @@ func (c *toolClient) Invoke(ctx context.Context, req engine.InvokeRequest, onUpd
 		case *pb.InvokeResponse_Output:
 			onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: ev.Output.GetStream(), Text: ev.Output.GetText()}})
 		case *pb.InvokeResponse_Result:
-			return engine.ToolResult{Content: json.RawMessage(ev.Result.GetResultJson()), Summary: ev.Result.GetSummary()}, nil
+			return engine.ToolResult{Content: json.RawMessage(ev.Result.GetResultJson()), Summary: ev.Result.GetSummary(),
+				Edits: editsFromProto(ev.Result.GetEdits())}, nil
 		case *pb.InvokeResponse_Error:
 			return engine.ToolResult{}, &engine.ToolError{Code: toolCodeFromProto(ev.Error.GetCode()), Message: ev.Error.GetMessage()}
 		}
@@ -116,7 +118,7 @@ func (s *toolServer) Invoke(req *pb.InvokeRequest, stream grpc.ServerStreamingSe
 	ctx := stream.Context()
 	ereq := engine.InvokeRequest{
 		CallID: req.GetCallId(), Tool: req.GetToolName(), Args: json.RawMessage(req.GetInputJson()),
-		WorkspaceRoot: req.GetWorkspaceRoot(),
+		WorkspaceRoot: req.GetWorkspaceRoot(), Overlay: overlayFromProto(req.GetOverlay()), Settings: req.GetSettings(),
 	}
 	if id := req.GetHostBrokerId(); id != 0 {
 		s.host.dial(id)
@@ -147,6 +149,6 @@ func (s *toolServer) Invoke(req *pb.InvokeRequest, stream grpc.ServerStreamingSe
 		content = json.RawMessage("null")
 	}
 	send(&pb.InvokeResponse{Event: &pb.InvokeResponse_Result{Result: &pb.ToolResult{
-		ResultJson: string(content), Summary: res.Summary}}})
+		ResultJson: string(content), Summary: res.Summary, Edits: editsToProto(res.Edits)}}})
 	return nil
 }

@@ -193,6 +193,13 @@ type ToolSpec struct {
 	// needs_approval is true when the engine must ask the user (through its
 	// front-end) before running the tool.
 	NeedsApproval bool `protobuf:"varint,6,opt,name=needs_approval,json=needsApproval,proto3" json:"needs_approval,omitempty"`
+	// kind tells the engine what the tool does beyond its result: "edit"
+	// (it proposes file changes in ToolResult.edits instead of writing;
+	// the engine turns them into patches, asks for approval and applies
+	// them), "command" (it runs the shell command in its "command"
+	// argument; in local_terminal mode the engine asks the client to run
+	// it instead), or "" for anything else.
+	Kind          string `protobuf:"bytes,7,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -269,6 +276,13 @@ func (x *ToolSpec) GetNeedsApproval() bool {
 	return false
 }
 
+func (x *ToolSpec) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 // InvokeRequest is one tool call.
 type InvokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -283,7 +297,14 @@ type InvokeRequest struct {
 	WorkspaceRoot string `protobuf:"bytes,4,opt,name=workspace_root,json=workspaceRoot,proto3" json:"workspace_root,omitempty"`
 	// host_broker_id is the go-plugin GRPCBroker id on which the engine serves
 	// HostService for this plugin; 0 when the host offers no callbacks.
-	HostBrokerId  uint32 `protobuf:"varint,5,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	HostBrokerId uint32 `protobuf:"varint,5,opt,name=host_broker_id,json=hostBrokerId,proto3" json:"host_broker_id,omitempty"`
+	// overlay holds the pending (proposed, not yet applied) content of
+	// files edited earlier in the same model response, by workspace-relative
+	// path: a tool that reads files must read these instead of the disk.
+	Overlay map[string]*OverlayFile `protobuf:"bytes,6,rep,name=overlay,proto3" json:"overlay,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// settings are per-call settings the host sets (never the model), for
+	// example "sandbox.network" = "allow" from the workspace policy.
+	Settings      map[string]string `protobuf:"bytes,7,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +374,74 @@ func (x *InvokeRequest) GetHostBrokerId() uint32 {
 	return 0
 }
 
+func (x *InvokeRequest) GetOverlay() map[string]*OverlayFile {
+	if x != nil {
+		return x.Overlay
+	}
+	return nil
+}
+
+func (x *InvokeRequest) GetSettings() map[string]string {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// OverlayFile is the pending content of one file.
+type OverlayFile struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Content []byte                 `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	// deleted is true when the pending change deletes the file.
+	Deleted       bool `protobuf:"varint,2,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OverlayFile) Reset() {
+	*x = OverlayFile{}
+	mi := &file_plexus_v1_tool_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OverlayFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OverlayFile) ProtoMessage() {}
+
+func (x *OverlayFile) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_tool_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OverlayFile.ProtoReflect.Descriptor instead.
+func (*OverlayFile) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OverlayFile) GetContent() []byte {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *OverlayFile) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
 // InvokeResponse is one event of a running tool call.
 type InvokeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -369,7 +458,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[4]
+	mi := &file_plexus_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +470,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[4]
+	mi := &file_plexus_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +483,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvokeResponse) GetEvent() isInvokeResponse_Event {
@@ -481,7 +570,7 @@ type ToolProgress struct {
 
 func (x *ToolProgress) Reset() {
 	*x = ToolProgress{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[5]
+	mi := &file_plexus_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +582,7 @@ func (x *ToolProgress) String() string {
 func (*ToolProgress) ProtoMessage() {}
 
 func (x *ToolProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[5]
+	mi := &file_plexus_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +595,7 @@ func (x *ToolProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProgress.ProtoReflect.Descriptor instead.
 func (*ToolProgress) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolProgress) GetMessage() string {
@@ -537,7 +626,7 @@ type ToolOutput struct {
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[6]
+	mi := &file_plexus_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +638,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[6]
+	mi := &file_plexus_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +651,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ToolOutput) GetStream() string {
@@ -586,14 +675,16 @@ type ToolResult struct {
 	// model sees.
 	ResultJson string `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// summary is one line for people ("42 lines of main.go").
-	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	Summary string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// edits are the file changes an "edit" tool proposes.
+	Edits         []*FileEdit `protobuf:"bytes,3,rep,name=edits,proto3" json:"edits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[7]
+	mi := &file_plexus_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +696,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[7]
+	mi := &file_plexus_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +709,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolResult) GetResultJson() string {
@@ -635,6 +726,94 @@ func (x *ToolResult) GetSummary() string {
 	return ""
 }
 
+func (x *ToolResult) GetEdits() []*FileEdit {
+	if x != nil {
+		return x.Edits
+	}
+	return nil
+}
+
+// FileEdit is a proposed change of one file.
+type FileEdit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is workspace-relative, slash-separated.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// base is the content the edit was computed against (the file, or its
+	// overlay), base_exists whether the file existed.
+	Base       []byte `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	BaseExists bool   `protobuf:"varint,3,opt,name=base_exists,json=baseExists,proto3" json:"base_exists,omitempty"`
+	// new_content is the complete new content; ignored when delete.
+	NewContent    []byte `protobuf:"bytes,4,opt,name=new_content,json=newContent,proto3" json:"new_content,omitempty"`
+	Delete        bool   `protobuf:"varint,5,opt,name=delete,proto3" json:"delete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileEdit) Reset() {
+	*x = FileEdit{}
+	mi := &file_plexus_v1_tool_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileEdit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileEdit) ProtoMessage() {}
+
+func (x *FileEdit) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_tool_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileEdit.ProtoReflect.Descriptor instead.
+func (*FileEdit) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FileEdit) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileEdit) GetBase() []byte {
+	if x != nil {
+		return x.Base
+	}
+	return nil
+}
+
+func (x *FileEdit) GetBaseExists() bool {
+	if x != nil {
+		return x.BaseExists
+	}
+	return false
+}
+
+func (x *FileEdit) GetNewContent() []byte {
+	if x != nil {
+		return x.NewContent
+	}
+	return nil
+}
+
+func (x *FileEdit) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
 // ToolError is the final, failed outcome of a call.
 type ToolError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -647,7 +826,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[8]
+	mi := &file_plexus_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +838,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[8]
+	mi := &file_plexus_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +851,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolError) GetCode() ToolErrorCode {
@@ -696,7 +875,7 @@ const file_plexus_v1_tool_proto_rawDesc = "" +
 	"\x14plexus/v1/tool.proto\x12\tplexus.v1\x1a\x14plexus/v1/risk.proto\"\x11\n" +
 	"\x0fDescribeRequest\"=\n" +
 	"\x10DescribeResponse\x12)\n" +
-	"\x05tools\x18\x01 \x03(\v2\x13.plexus.v1.ToolSpecR\x05tools\"\xe5\x01\n" +
+	"\x05tools\x18\x01 \x03(\v2\x13.plexus.v1.ToolSpecR\x05tools\"\xf9\x01\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -704,14 +883,26 @@ const file_plexus_v1_tool_proto_rawDesc = "" +
 	"\n" +
 	"risk_level\x18\x04 \x01(\x0e2\x14.plexus.v1.RiskLevelR\triskLevel\x12\x1b\n" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12%\n" +
-	"\x0eneeds_approval\x18\x06 \x01(\bR\rneedsApproval\"\xb1\x01\n" +
+	"\x0eneeds_approval\x18\x06 \x01(\bR\rneedsApproval\x12\x12\n" +
+	"\x04kind\x18\a \x01(\tR\x04kind\"\xc7\x03\n" +
 	"\rInvokeRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x1d\n" +
 	"\n" +
 	"input_json\x18\x03 \x01(\tR\tinputJson\x12%\n" +
 	"\x0eworkspace_root\x18\x04 \x01(\tR\rworkspaceRoot\x12$\n" +
-	"\x0ehost_broker_id\x18\x05 \x01(\rR\fhostBrokerId\"\xe0\x01\n" +
+	"\x0ehost_broker_id\x18\x05 \x01(\rR\fhostBrokerId\x12?\n" +
+	"\aoverlay\x18\x06 \x03(\v2%.plexus.v1.InvokeRequest.OverlayEntryR\aoverlay\x12B\n" +
+	"\bsettings\x18\a \x03(\v2&.plexus.v1.InvokeRequest.SettingsEntryR\bsettings\x1aR\n" +
+	"\fOverlayEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.plexus.v1.OverlayFileR\x05value:\x028\x01\x1a;\n" +
+	"\rSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\vOverlayFile\x12\x18\n" +
+	"\acontent\x18\x01 \x01(\fR\acontent\x12\x18\n" +
+	"\adeleted\x18\x02 \x01(\bR\adeleted\"\xe0\x01\n" +
 	"\x0eInvokeResponse\x125\n" +
 	"\bprogress\x18\x01 \x01(\v2\x17.plexus.v1.ToolProgressH\x00R\bprogress\x12/\n" +
 	"\x06output\x18\x02 \x01(\v2\x15.plexus.v1.ToolOutputH\x00R\x06output\x12/\n" +
@@ -727,12 +918,21 @@ const file_plexus_v1_tool_proto_rawDesc = "" +
 	"\n" +
 	"ToolOutput\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"G\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"r\n" +
 	"\n" +
 	"ToolResult\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x18\n" +
-	"\asummary\x18\x02 \x01(\tR\asummary\"S\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\x12)\n" +
+	"\x05edits\x18\x03 \x03(\v2\x13.plexus.v1.FileEditR\x05edits\"\x8c\x01\n" +
+	"\bFileEdit\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\fR\x04base\x12\x1f\n" +
+	"\vbase_exists\x18\x03 \x01(\bR\n" +
+	"baseExists\x12\x1f\n" +
+	"\vnew_content\x18\x04 \x01(\fR\n" +
+	"newContent\x12\x16\n" +
+	"\x06delete\x18\x05 \x01(\bR\x06delete\"S\n" +
 	"\tToolError\x12,\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x18.plexus.v1.ToolErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage*\x93\x02\n" +
@@ -762,37 +962,45 @@ func file_plexus_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_plexus_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plexus_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_plexus_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_plexus_v1_tool_proto_goTypes = []any{
 	(ToolErrorCode)(0),       // 0: plexus.v1.ToolErrorCode
 	(*DescribeRequest)(nil),  // 1: plexus.v1.DescribeRequest
 	(*DescribeResponse)(nil), // 2: plexus.v1.DescribeResponse
 	(*ToolSpec)(nil),         // 3: plexus.v1.ToolSpec
 	(*InvokeRequest)(nil),    // 4: plexus.v1.InvokeRequest
-	(*InvokeResponse)(nil),   // 5: plexus.v1.InvokeResponse
-	(*ToolProgress)(nil),     // 6: plexus.v1.ToolProgress
-	(*ToolOutput)(nil),       // 7: plexus.v1.ToolOutput
-	(*ToolResult)(nil),       // 8: plexus.v1.ToolResult
-	(*ToolError)(nil),        // 9: plexus.v1.ToolError
-	(RiskLevel)(0),           // 10: plexus.v1.RiskLevel
+	(*OverlayFile)(nil),      // 5: plexus.v1.OverlayFile
+	(*InvokeResponse)(nil),   // 6: plexus.v1.InvokeResponse
+	(*ToolProgress)(nil),     // 7: plexus.v1.ToolProgress
+	(*ToolOutput)(nil),       // 8: plexus.v1.ToolOutput
+	(*ToolResult)(nil),       // 9: plexus.v1.ToolResult
+	(*FileEdit)(nil),         // 10: plexus.v1.FileEdit
+	(*ToolError)(nil),        // 11: plexus.v1.ToolError
+	nil,                      // 12: plexus.v1.InvokeRequest.OverlayEntry
+	nil,                      // 13: plexus.v1.InvokeRequest.SettingsEntry
+	(RiskLevel)(0),           // 14: plexus.v1.RiskLevel
 }
 var file_plexus_v1_tool_proto_depIdxs = []int32{
 	3,  // 0: plexus.v1.DescribeResponse.tools:type_name -> plexus.v1.ToolSpec
-	10, // 1: plexus.v1.ToolSpec.risk_level:type_name -> plexus.v1.RiskLevel
-	6,  // 2: plexus.v1.InvokeResponse.progress:type_name -> plexus.v1.ToolProgress
-	7,  // 3: plexus.v1.InvokeResponse.output:type_name -> plexus.v1.ToolOutput
-	8,  // 4: plexus.v1.InvokeResponse.result:type_name -> plexus.v1.ToolResult
-	9,  // 5: plexus.v1.InvokeResponse.error:type_name -> plexus.v1.ToolError
-	0,  // 6: plexus.v1.ToolError.code:type_name -> plexus.v1.ToolErrorCode
-	1,  // 7: plexus.v1.ToolService.Describe:input_type -> plexus.v1.DescribeRequest
-	4,  // 8: plexus.v1.ToolService.Invoke:input_type -> plexus.v1.InvokeRequest
-	2,  // 9: plexus.v1.ToolService.Describe:output_type -> plexus.v1.DescribeResponse
-	5,  // 10: plexus.v1.ToolService.Invoke:output_type -> plexus.v1.InvokeResponse
-	9,  // [9:11] is the sub-list for method output_type
-	7,  // [7:9] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	14, // 1: plexus.v1.ToolSpec.risk_level:type_name -> plexus.v1.RiskLevel
+	12, // 2: plexus.v1.InvokeRequest.overlay:type_name -> plexus.v1.InvokeRequest.OverlayEntry
+	13, // 3: plexus.v1.InvokeRequest.settings:type_name -> plexus.v1.InvokeRequest.SettingsEntry
+	7,  // 4: plexus.v1.InvokeResponse.progress:type_name -> plexus.v1.ToolProgress
+	8,  // 5: plexus.v1.InvokeResponse.output:type_name -> plexus.v1.ToolOutput
+	9,  // 6: plexus.v1.InvokeResponse.result:type_name -> plexus.v1.ToolResult
+	11, // 7: plexus.v1.InvokeResponse.error:type_name -> plexus.v1.ToolError
+	10, // 8: plexus.v1.ToolResult.edits:type_name -> plexus.v1.FileEdit
+	0,  // 9: plexus.v1.ToolError.code:type_name -> plexus.v1.ToolErrorCode
+	5,  // 10: plexus.v1.InvokeRequest.OverlayEntry.value:type_name -> plexus.v1.OverlayFile
+	1,  // 11: plexus.v1.ToolService.Describe:input_type -> plexus.v1.DescribeRequest
+	4,  // 12: plexus.v1.ToolService.Invoke:input_type -> plexus.v1.InvokeRequest
+	2,  // 13: plexus.v1.ToolService.Describe:output_type -> plexus.v1.DescribeResponse
+	6,  // 14: plexus.v1.ToolService.Invoke:output_type -> plexus.v1.InvokeResponse
+	13, // [13:15] is the sub-list for method output_type
+	11, // [11:13] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_plexus_v1_tool_proto_init() }
@@ -801,20 +1009,20 @@ func file_plexus_v1_tool_proto_init() {
 		return
 	}
 	file_plexus_v1_risk_proto_init()
-	file_plexus_v1_tool_proto_msgTypes[4].OneofWrappers = []any{
+	file_plexus_v1_tool_proto_msgTypes[5].OneofWrappers = []any{
 		(*InvokeResponse_Progress)(nil),
 		(*InvokeResponse_Output)(nil),
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_plexus_v1_tool_proto_msgTypes[5].OneofWrappers = []any{}
+	file_plexus_v1_tool_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plexus_v1_tool_proto_rawDesc), len(file_plexus_v1_tool_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

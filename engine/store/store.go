@@ -1,0 +1,195 @@
+// Package store keeps the engine's own state in the embedded SQLite
+// database of the data directory (plexus.db; modernc.org/sqlite, no cgo):
+// proposed patch sets, applied changes (for undo across processes) and
+// each workspace's policy document. It implements engine.PatchStore.
+//
+// The code index lives in a separate database file (index.db): it is
+// derived data that is rebuilt when its format changes, while what this
+// store holds (policies, undo records) is the user's and must survive.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+const schema = `
+CREATE TABLE IF NOT EXISTS patch_sets(
+	id TEXT PRIMARY KEY,
+	workspace TEXT NOT NULL,
+	created_ns INTEGER NOT NULL,
+	doc BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS applied_patches(
+	id TEXT PRIMARY KEY,
+	workspace TEXT NOT NULL,
+	set_id TEXT NOT NULL,
+	time_ns INTEGER NOT NULL,
+	undone_ns INTEGER,
+	doc BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS applied_by_workspace ON applied_patches(workspace, time_ns DESC);
+CREATE TABLE IF NOT EXISTS policies(
+	workspace TEXT PRIMARY KEY,
+	doc BLOB NOT NULL,
+	updated_ns INTEGER NOT NULL
+);
+`
+
+// Store is the engine's state database. Safe for concurrent use, also by
+// several processes sharing the file (WAL mode, busy timeout).
+type Store struct {
+	db *sql.DB
+}
+
+var _ engine.PatchStore = (*Store)(nil)
+
+// Open opens (creating) the database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("state database: %w", err)
+	}
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)"} {
+		q.Add("_pragma", p)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open state database %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open state database %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// SavePatchSet stores a proposed patch set (replacing one with its id).
+func (s *Store) SavePatchSet(ctx context.Context, workspaceID string, set *engine.PatchSet) error {
+	doc, err := json.Marshal(set)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO patch_sets(id, workspace, created_ns, doc) VALUES(?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET doc=excluded.doc`, set.ID, workspaceID, time.Now().UnixNano(), doc)
+	if err != nil {
+		return fmt.Errorf("save patch set %s: %w", set.ID, err)
+	}
+	return nil
+}
+
+// PatchSet loads a patch set; engine.ErrNotFound when there is none.
+func (s *Store) PatchSet(ctx context.Context, id string) (*engine.PatchSet, error) {
+	var doc []byte
+	err := s.db.QueryRowContext(ctx, `SELECT doc FROM patch_sets WHERE id=?`, id).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: patch set %s", engine.ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load patch set %s: %w", id, err)
+	}
+	var set engine.PatchSet
+	if err := json.Unmarshal(doc, &set); err != nil {
+		return nil, fmt.Errorf("patch set %s is unreadable: %w", id, err)
+	}
+	return &set, nil
+}
+
+// SaveApplied stores an applied change.
+func (s *Store) SaveApplied(ctx context.Context, a *engine.AppliedPatch) error {
+	doc, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	var undone any
+	if a.UndoneAt != nil {
+		undone = a.UndoneAt.UnixNano()
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO applied_patches(id, workspace, set_id, time_ns, undone_ns, doc) VALUES(?, ?, ?, ?, ?, ?)`,
+		a.ID, a.Workspace, a.SetID, a.Time.UnixNano(), undone, doc)
+	if err != nil {
+		return fmt.Errorf("save applied change %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// Applied lists a workspace's applied changes, newest first; limit 0
+// means all.
+func (s *Store) Applied(ctx context.Context, workspaceID string, limit int) ([]*engine.AppliedPatch, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT doc, undone_ns FROM applied_patches WHERE workspace=? ORDER BY time_ns DESC, id DESC LIMIT ?`, workspaceID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list applied changes: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.AppliedPatch
+	for rows.Next() {
+		var doc []byte
+		var undone sql.NullInt64
+		if err := rows.Scan(&doc, &undone); err != nil {
+			return nil, err
+		}
+		var a engine.AppliedPatch
+		if err := json.Unmarshal(doc, &a); err != nil {
+			return nil, fmt.Errorf("an applied change is unreadable: %w", err)
+		}
+		if undone.Valid {
+			t := time.Unix(0, undone.Int64)
+			a.UndoneAt = &t
+		}
+		out = append(out, &a)
+	}
+	return out, rows.Err()
+}
+
+// MarkUndone records that an applied change was undone.
+func (s *Store) MarkUndone(ctx context.Context, appliedID string, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE applied_patches SET undone_ns=? WHERE id=? AND undone_ns IS NULL`, at.UnixNano(), appliedID)
+	if err != nil {
+		return fmt.Errorf("mark %s undone: %w", appliedID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: no applied change %s that is not undone yet", engine.ErrNotFound, appliedID)
+	}
+	return nil
+}
+
+// PolicyDoc returns a workspace's stored policy document, and false when
+// none is stored.
+func (s *Store) PolicyDoc(ctx context.Context, workspaceID string) (json.RawMessage, bool, error) {
+	var doc []byte
+	err := s.db.QueryRowContext(ctx, `SELECT doc FROM policies WHERE workspace=?`, workspaceID).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("load policy: %w", err)
+	}
+	return doc, true, nil
+}
+
+// SetPolicyDoc stores a workspace's policy document.
+func (s *Store) SetPolicyDoc(ctx context.Context, workspaceID string, doc json.RawMessage) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO policies(workspace, doc, updated_ns) VALUES(?, ?, ?)
+		ON CONFLICT(workspace) DO UPDATE SET doc=excluded.doc, updated_ns=excluded.updated_ns`, workspaceID, []byte(doc), time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("save policy: %w", err)
+	}
+	return nil
+}
