@@ -545,7 +545,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("plugins: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"tool   fs", "read_file, list_files, write_file (approval)", "tool   search", "search_symbols, search_text, vector_search", "run_command (approval)",
+	for _, want := range []string{"tool   fs", "read_file, list_files, write_file, edit_file, delete_file", "tool   search", "search_symbols, search_text, vector_search", "run_command (approval)",
 		"model  ollama", "tool   wordcount  " + bin + "  word_count"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("plugins output lacks %q:\n%s", want, r.stdout)

@@ -149,6 +149,15 @@ func (r *renderer) event(e engine.Event) {
 		r.status("%s", b.String())
 	case *engine.RetrievalEvent:
 		r.status("· %s: %s", d.Stage, d.Message)
+	case *engine.PatchProposedEvent:
+		if !d.RequiresApproval || r.verbose {
+			// An approval shows the diffs itself.
+			for _, f := range d.Set.Files {
+				r.status("%s", strings.TrimRight(indent(f.Diff, "  "), "\n"))
+			}
+		}
+	case *engine.PatchResultEvent:
+		r.patchResult(d)
 	case *engine.ToolCallEvent:
 		r.toolCall(d)
 	case *engine.ErrorEvent:
@@ -186,6 +195,24 @@ func (r *renderer) toolCall(d *engine.ToolCallEvent) {
 		r.status("✗ %s — %s", call, d.Error)
 	case engine.ToolDenied:
 		r.status("⊘ %s — %s", call, d.Error)
+	}
+}
+
+func (r *renderer) patchResult(d *engine.PatchResultEvent) {
+	switch d.Status {
+	case engine.PatchApplied, engine.PatchPartiallyApplied:
+		msg := "applied " + strings.Join(d.Applied, ", ")
+		if len(d.Rejected) > 0 {
+			msg += "; not applied: " + strings.Join(d.Rejected, ", ")
+		}
+		if d.AppliedID != "" {
+			msg += " (undo: plexus undo " + d.AppliedID + ")"
+		}
+		r.status("✎ %s", msg)
+	case engine.PatchRejected:
+		r.status("⊘ changes to %s not applied — %s", strings.Join(d.Rejected, ", "), d.Reason)
+	default:
+		r.status("✗ changes not applied (%s) — %s", d.Status, d.Reason)
 	}
 }
 
@@ -283,31 +310,106 @@ type terminalHost struct {
 
 func (h *terminalHost) RequestApproval(ctx context.Context, req engine.ApprovalRequest) (engine.ApprovalDecision, error) {
 	h.before()
+	if req.PatchSet != nil {
+		return h.approvePatch(ctx, req)
+	}
 	fmt.Fprintf(h.out, "? Allow %s %s\n  risk %s: %s\n", req.Tool, formatArgs(req.Args), req.Risk.Level, strings.Join(req.Risk.Reasons, "; "))
 	if req.Preview != nil {
 		fmt.Fprintf(h.out, "  %s: %s\n", req.Preview.Type, req.Preview.Content)
 	}
-	fmt.Fprint(h.out, "  [y]es / [N]o: ")
+	a, err := h.ask(ctx, "  [y]es / [N]o: ")
+	if err != nil {
+		return engine.ApprovalDecision{}, err
+	}
+	switch a {
+	case "y", "yes":
+		return engine.ApprovalDecision{Approved: true, Reason: "approved at the terminal"}, nil
+	case eofAnswer:
+		return engine.ApprovalDecision{Reason: "no answer (end of input)"}, nil
+	}
+	return engine.ApprovalDecision{Reason: "the user denied it at the terminal"}, nil
+}
+
+// approvePatch shows each file's diff and asks for all, none, or file by
+// file.
+func (h *terminalHost) approvePatch(ctx context.Context, req engine.ApprovalRequest) (engine.ApprovalDecision, error) {
+	set := req.PatchSet
+	fmt.Fprintf(h.out, "? Apply %s (risk %s)\n", plural(len(set.Files), "changed file"), req.Risk.Level)
+	if set.Rationale != "" {
+		fmt.Fprintf(h.out, "  why: %s\n", cut(set.Rationale, 200))
+	}
+	for _, f := range set.Files {
+		fmt.Fprint(h.out, indent(f.Diff, "  "))
+	}
+	prompt := "  [y]es / [N]o: "
+	if len(set.Files) > 1 {
+		prompt = "  [y]es, all / [n]o / [f]ile by file: "
+	}
+	a, err := h.ask(ctx, prompt)
+	if err != nil {
+		return engine.ApprovalDecision{}, err
+	}
+	switch {
+	case a == "y" || a == "yes":
+		return engine.ApprovalDecision{Approved: true, Scope: "all", Reason: "approved at the terminal"}, nil
+	case (a == "f" || a == "file") && len(set.Files) > 1:
+		var files []string
+		for _, f := range set.Files {
+			a, err := h.ask(ctx, fmt.Sprintf("  %s %s? [y/N]: ", f.Op, f.Path))
+			if err != nil {
+				return engine.ApprovalDecision{}, err
+			}
+			if a == "y" || a == "yes" {
+				files = append(files, f.Path)
+			}
+		}
+		if len(files) == 0 {
+			return engine.ApprovalDecision{Reason: "the user declined every file at the terminal"}, nil
+		}
+		return engine.ApprovalDecision{Approved: true, Scope: "file", Files: files, Reason: "approved file by file at the terminal"}, nil
+	case a == eofAnswer:
+		return engine.ApprovalDecision{Reason: "no answer (end of input)"}, nil
+	}
+	return engine.ApprovalDecision{Reason: "the user declined the change at the terminal"}, nil
+}
+
+// eofAnswer stands for the end of input instead of an answer.
+const eofAnswer = "\x00eof"
+
+// ask prints prompt and reads one answer line (lower-cased, trimmed), or
+// ctx's error.
+func (h *terminalHost) ask(ctx context.Context, prompt string) (string, error) {
+	fmt.Fprint(h.out, prompt)
 	answer := make(chan string, 1)
 	go func() {
 		line, err := h.in.ReadString('\n')
 		if err != nil && line == "" {
-			line = "\x00eof"
+			line = eofAnswer
 		}
 		answer <- strings.ToLower(strings.TrimSpace(line))
 	}()
 	select {
 	case a := <-answer:
-		switch a {
-		case "y", "yes":
-			return engine.ApprovalDecision{Approved: true, Reason: "approved at the terminal"}, nil
-		case "\x00eof":
+		if a == eofAnswer {
 			fmt.Fprintln(h.out)
-			return engine.ApprovalDecision{Reason: "no answer (end of input)"}, nil
 		}
-		return engine.ApprovalDecision{Reason: "the user denied it at the terminal"}, nil
+		return a, nil
 	case <-ctx.Done():
 		fmt.Fprintln(h.out)
-		return engine.ApprovalDecision{}, ctx.Err()
+		return "", ctx.Err()
 	}
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if line != "" {
+			b.WriteString(prefix + line)
+		}
+	}
+	if !strings.HasSuffix(s, "\n") && s != "" {
+		b.WriteString("\n")
+	}
+	return b.String()
 }

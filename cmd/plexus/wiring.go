@@ -135,7 +135,7 @@ func (r *runtime) Close() {
 // embedded with --embed-model, by default the --model (the issue's "current
 // model"); "none" turns vector search off.
 func (g *globalFlags) openIndex(ctx context.Context, models map[string]engine.Model, log *slog.Logger) (*index.Service, error) {
-	opts := index.Options{Path: filepath.Join(g.dataDir, "plexus.db"), Logger: log, Background: g.longRunning}
+	opts := index.Options{Path: filepath.Join(g.dataDir, "index.db"), Logger: log, Background: g.longRunning}
 	embed := g.embedModel
 	if embed == "" {
 		embed = g.model

@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -33,42 +32,14 @@ func newEscapeFixture(t *testing.T) escapeFixture {
 	return f
 }
 
-// snapshot records every path under dir with its mode and content.
-func snapshot(t testing.TB, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			v += " " + string(b)
-		}
-		out[p] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestPathEscapesRefused tries to leave the workspace through every tool
 // and checks each attempt is refused as permission_denied, naming the path
-// and the workspace, with nothing outside read into a result or written.
+// and the workspace, with nothing outside read into a result, nothing
+// proposed and nothing written.
 func TestPathEscapesRefused(t *testing.T) {
 	f := newEscapeFixture(t)
 	tl := newTools(t, Options{})
-	before := snapshot(t, f.base)
+	unchangedAfter(t, f.base)
 
 	paths := []string{
 		"../outside/secret.txt",
@@ -88,6 +59,8 @@ func TestPathEscapesRefused(t *testing.T) {
 		attempts = append(attempts,
 			attempt{ReadFileTool, p, `{"path":` + q(p) + `}`},
 			attempt{WriteFileTool, p, `{"path":` + q(p) + `,"content":"pwned\n","create_dirs":true}`},
+			attempt{EditFileTool, p, `{"path":` + q(p) + `,"old_string":"secret","new_string":"pwned"}`},
+			attempt{DeleteFileTool, p, `{"path":` + q(p) + `}`},
 		)
 	}
 	for _, p := range append(writeOnly, "out_dir", "out_rel", "..", "/") {
@@ -96,17 +69,25 @@ func TestPathEscapesRefused(t *testing.T) {
 			attempt{ListFilesTool, p, `{"path":` + q(p) + `}`},
 		)
 	}
+	for _, p := range []string{"out_dir", "out_rel", "..", "/"} {
+		attempts = append(attempts, attempt{DeleteFileTool, p, `{"path":` + q(p) + `}`})
+	}
+	// The same escapes with pending content under the escaping paths: the
+	// overlay never makes an outside path reachable.
+	ov := map[string]engine.OverlayFile{}
+	for _, p := range append(paths, writeOnly...) {
+		ov[p] = engine.OverlayFile{Content: []byte("secret\n")}
+	}
 	for _, a := range attempts {
 		t.Run(a.tool+" "+a.path, func(t *testing.T) {
-			c := invoke(context.Background(), tl, f.ws, a.tool, a.args)
-			wantToolError(t, c.err, engine.ToolCodePermissionDenied, a.tool+":", strconv.Quote(a.path), "the workspace "+f.ws)
-			if c.res.Content != nil {
-				t.Errorf("refused call returned content %s", c.res.Content)
+			for _, o := range []map[string]engine.OverlayFile{nil, ov} {
+				c := invokeOver(context.Background(), tl, f.ws, o, a.tool, a.args)
+				wantToolError(t, c.err, engine.ToolCodePermissionDenied, a.tool+":", strconv.Quote(a.path), "the workspace "+f.ws)
+				if c.res.Content != nil || c.res.Edits != nil {
+					t.Errorf("refused call returned content %s, edits %v", c.res.Content, c.res.Edits)
+				}
 			}
 		})
-	}
-	if after := snapshot(t, f.base); !maps.Equal(before, after) {
-		t.Errorf("the file tree changed:\nbefore %v\nafter  %v", before, after)
 	}
 }
 
@@ -119,6 +100,8 @@ func TestSwappedSymlinkRefused(t *testing.T) {
 		{WriteFileTool, `{"path":"sub/f.txt","content":"pwned\n"}`},
 		{WriteFileTool, `{"path":"sub/new.txt","content":"pwned\n"}`},
 		{WriteFileTool, `{"path":"sub/deeper/new.txt","content":"pwned\n","create_dirs":true}`},
+		{EditFileTool, `{"path":"sub/f.txt","old_string":"outside","new_string":"pwned"}`},
+		{DeleteFileTool, `{"path":"sub/f.txt"}`},
 		{ListFilesTool, `{"path":"sub"}`},
 	}
 	for _, tt := range tests {
@@ -140,6 +123,9 @@ func TestSwappedSymlinkRefused(t *testing.T) {
 			var content map[string]any
 			if c.res.Content != nil && json.Unmarshal(c.res.Content, &content) == nil {
 				t.Errorf("refused call returned %v", content)
+			}
+			if c.res.Edits != nil {
+				t.Errorf("refused call proposed %v", c.res.Edits)
 			}
 		})
 	}

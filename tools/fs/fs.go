@@ -1,5 +1,5 @@
 // Package fs is the built-in file tool plugin (package name fs, like its
-// directory; import io/fs under another name beside it). It provides three
+// directory; import io/fs under another name beside it). It provides five
 // tools over the workspace of each call:
 //
 //   - read_file {path, start_line?, end_line?}: a range of lines of a text
@@ -8,8 +8,30 @@
 //     include_ignored?}: the files under a directory, gitignore-aware
 //     (ListResult, whose key "files" the front-ends rely on). Read-only,
 //     risk low.
-//   - write_file {path, content, create_dirs?}: create or replace a whole
-//     file atomically (WriteResult). Risk medium, needs approval.
+//   - write_file {path, content, create_dirs?, rationale?,
+//     acceptance_criteria?}: propose creating a file or replacing its whole
+//     content (WriteResult).
+//   - edit_file {path, old_string, new_string, replace_all?, rationale?,
+//     acceptance_criteria?}: propose replacing exact text in a file
+//     (EditResult).
+//   - delete_file {path, rationale?}: propose deleting a regular file
+//     (DeleteResult).
+//
+// write_file, edit_file and delete_file are edit tools (ToolSpec.Kind
+// engine.ToolKindEdit, risk medium): they change nothing themselves, so
+// they are read-only and need no approval per call. Each returns one
+// engine.FileEdit in ToolResult.Edits, computed against the file's current
+// content; the engine gathers the edits of a model response into a patch
+// set, asks the user and applies what was approved. Their results say
+// "status": "proposed". rationale and acceptance_criteria are for the
+// engine's patch set; the tools only check their types.
+//
+// The current content of a file is its pending content when an earlier
+// call of the same model response edited it (InvokeRequest.Overlay), else
+// the disk's: read_file reads pending content (ReadResult.Pending), a
+// pending deletion reads as not found, list_files lists pending new files
+// and leaves pending deletions out, and an edit computed on top of a
+// pending one has the pending content as its FileEdit.Base.
 //
 // Every path is confined to InvokeRequest.WorkspaceRoot: it goes through
 // workspace.Root.Resolve and Real (`..` that climbs out, absolute paths
@@ -17,7 +39,9 @@
 // through the workspace's os.Root, so a symlink swapped in after the check
 // is refused too. Refusals are *engine.ToolError with code
 // permission_denied naming the path and the workspace. Paths in results
-// are workspace-relative with forward slashes.
+// are workspace-relative with forward slashes; FileEdit.Path (and the
+// overlay key it becomes) is the file itself, symlinks resolved, so an
+// edit of a symlink changes its target. Files in .git are never edited.
 //
 // Searching file contents is the search plugin's (tools/search:
 // search_text, search_symbols, vector_search).
@@ -46,10 +70,15 @@ import (
 
 // Tool names.
 const (
-	ReadFileTool  = "read_file"
-	ListFilesTool = "list_files"
-	WriteFileTool = "write_file"
+	ReadFileTool   = "read_file"
+	ListFilesTool  = "list_files"
+	WriteFileTool  = "write_file"
+	EditFileTool   = "edit_file"
+	DeleteFileTool = "delete_file"
 )
+
+// toolNames are the tools in the order Tools lists them.
+var toolNames = []string{ReadFileTool, ListFilesTool, WriteFileTool, EditFileTool, DeleteFileTool}
 
 // Defaults for Options fields left zero.
 const (
@@ -66,9 +95,9 @@ const (
 	DefaultListResults = 1000
 	// DefaultMaxListResults is the largest max_results list_files accepts.
 	DefaultMaxListResults = 10000
-	// DefaultMaxWriteBytes is the largest content, in bytes, write_file
-	// accepts.
-	DefaultMaxWriteBytes = 10 << 20
+	// DefaultMaxFileBytes is the largest file, in bytes, the edit tools
+	// propose content for or compute an edit on.
+	DefaultMaxFileBytes = 10 << 20
 )
 
 // binarySniffBytes is how much of a file is checked for a NUL byte to
@@ -90,9 +119,11 @@ type Options struct {
 	// MaxListResults is the largest max_results list_files accepts.
 	// Default DefaultMaxListResults.
 	MaxListResults int
-	// MaxWriteBytes is the largest content write_file accepts, in bytes.
-	// Default DefaultMaxWriteBytes.
-	MaxWriteBytes int
+	// MaxFileBytes is the largest file, in bytes, the edit tools handle:
+	// write_file's content, the file edit_file changes (before and after)
+	// and the file delete_file deletes (the engine keeps it for undo).
+	// Default DefaultMaxFileBytes.
+	MaxFileBytes int
 	// Logger receives debug lines (directories a walk could not read);
 	// nil discards.
 	Logger *slog.Logger
@@ -109,7 +140,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxListResults, DefaultMaxListResults)
 	def(&o.ListResults, DefaultListResults)
 	o.ListResults = min(o.ListResults, o.MaxListResults)
-	def(&o.MaxWriteBytes, DefaultMaxWriteBytes)
+	def(&o.MaxFileBytes, DefaultMaxFileBytes)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,8 +162,9 @@ type Tools struct {
 	afterResolve func(real string)
 }
 
-// toolFunc runs one call of a tool on an open workspace.
-type toolFunc func(ctx context.Context, root *workspace.Root, args []byte, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error)
+// toolFunc runs one call of a tool on an open workspace, with the pending
+// content of the call's model response.
+type toolFunc func(ctx context.Context, root *workspace.Root, ov overlay, args []byte) (engine.ToolResult, error)
 
 var _ engine.Toolset = (*Tools)(nil)
 
@@ -144,9 +176,11 @@ func New(opts Options) *Tools {
 		t.fields[d.spec.Name] = d.fields
 	}
 	t.tools = map[string]toolFunc{
-		ReadFileTool:  t.readFile,
-		ListFilesTool: t.listFiles,
-		WriteFileTool: t.writeFile,
+		ReadFileTool:   t.readFile,
+		ListFilesTool:  t.listFiles,
+		WriteFileTool:  t.writeFile,
+		EditFileTool:   t.editFile,
+		DeleteFileTool: t.deleteFile,
 	}
 	return t
 }
@@ -160,26 +194,26 @@ func Serve() {
 	plugins.ServeTool(t)
 }
 
-// Tools returns the specs of read_file, list_files and write_file, in that
-// order, with JSON Schema (draft 2020-12) input schemas whose limits are
-// those of the Options.
+// Tools returns the specs of read_file, list_files, write_file, edit_file
+// and delete_file, in that order, with JSON Schema (draft 2020-12) input
+// schemas whose limits are those of the Options.
 func (t *Tools) Tools(context.Context) ([]engine.ToolSpec, error) {
 	return append([]engine.ToolSpec(nil), t.specs...), nil
 }
 
-// Invoke runs one call (see the package doc). On success the content is a
-// ReadResult, ListResult or WriteResult. Errors are *engine.ToolError:
-// invalid_input (the message names the field), not_found,
-// permission_denied (a path outside the workspace, or the operating
-// system refused), unknown_tool, cancelled, timeout, failed. The tools
-// send no updates.
-func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
+// Invoke runs one call (see the package doc), reading req.Overlay before
+// the disk. On success the content is a ReadResult, ListResult,
+// WriteResult, EditResult or DeleteResult, and an edit tool's result holds
+// its one engine.FileEdit in Edits (none when write_file finds the content
+// unchanged). Nothing is written to the disk. Errors are
+// *engine.ToolError: invalid_input (the message names the field),
+// not_found, permission_denied (a path outside the workspace or in .git,
+// or the operating system refused), unknown_tool, cancelled, timeout,
+// failed. The tools send no updates.
+func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, _ func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	run, ok := t.tools[req.Tool]
 	if !ok {
-		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "the fs plugin has no tool %q; it provides %s, %s and %s", req.Tool, ReadFileTool, ListFilesTool, WriteFileTool)
-	}
-	if onUpdate == nil {
-		onUpdate = func(engine.ToolUpdate) {}
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeUnknownTool, "the fs plugin has no tool %q; it provides %s", req.Tool, strings.Join(toolNames, ", "))
 	}
 	root, terr := t.roots.Get(req.Tool, req.WorkspaceRoot)
 	if terr != nil {
@@ -188,7 +222,7 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 	if err := ctx.Err(); err != nil {
 		return engine.ToolResult{}, ctxError(req.Tool, err)
 	}
-	res, err := run(ctx, root, req.Args, onUpdate)
+	res, err := run(ctx, root, newOverlay(req.Overlay), req.Args)
 	if err != nil {
 		var te *engine.ToolError
 		if errors.As(err, &te) {
@@ -212,6 +246,10 @@ type resolved struct {
 	show  string // workspace-relative, slash-separated; "." for the root
 	real  string // what to pass to the os.Root: symlinks resolved, OS form
 }
+
+// file is the real path, slash-separated: the key of the file in an
+// overlay and the Path of an edit of it.
+func (p resolved) file() string { return filepath.ToSlash(p.real) }
 
 // resolve confines a path a call named. Errors are *engine.ToolError.
 func (t *Tools) resolve(tool string, root *workspace.Root, given string) (resolved, error) {

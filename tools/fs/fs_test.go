@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	iofs "io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -32,9 +34,14 @@ type call struct {
 }
 
 func invoke(ctx context.Context, tl *Tools, ws, tool, args string) call {
+	return invokeOver(ctx, tl, ws, nil, tool, args)
+}
+
+// invokeOver is invoke with the pending content ov of earlier calls.
+func invokeOver(ctx context.Context, tl *Tools, ws string, ov map[string]engine.OverlayFile, tool, args string) call {
 	var c call
 	var mu sync.Mutex
-	c.res, c.err = tl.Invoke(ctx, engine.InvokeRequest{CallID: "call_1", Tool: tool, Args: json.RawMessage(args), WorkspaceRoot: ws},
+	c.res, c.err = tl.Invoke(ctx, engine.InvokeRequest{CallID: "call_1", Tool: tool, Args: json.RawMessage(args), WorkspaceRoot: ws, Overlay: ov},
 		func(u engine.ToolUpdate) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -46,7 +53,13 @@ func invoke(ctx context.Context, tl *Tools, ws, tool, args string) call {
 // mustOK invokes a call that must succeed and decodes its content into out.
 func mustOK(t *testing.T, tl *Tools, ws, tool, args string, out any) call {
 	t.Helper()
-	c := invoke(context.Background(), tl, ws, tool, args)
+	return mustOKOver(t, tl, ws, nil, tool, args, out)
+}
+
+// mustOKOver is mustOK with the pending content ov of earlier calls.
+func mustOKOver(t *testing.T, tl *Tools, ws string, ov map[string]engine.OverlayFile, tool, args string, out any) call {
+	t.Helper()
+	c := invokeOver(context.Background(), tl, ws, ov, tool, args)
 	if c.err != nil {
 		t.Fatalf("%s %s: %v", tool, args, c.err)
 	}
@@ -54,6 +67,55 @@ func mustOK(t *testing.T, tl *Tools, ws, tool, args string, out any) call {
 		t.Fatalf("%s result %s: %v", tool, c.res.Content, err)
 	}
 	return c
+}
+
+// snapshot records every path under dir with its mode, and its content
+// (regular files) or target (symlinks).
+func snapshot(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		switch {
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			v += " " + string(b)
+		case fi.Mode()&iofs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			v += " -> " + target
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// unchangedAfter checks, when the test ends, that the tree under dir is
+// byte for byte what it is now: the tools never write.
+func unchangedAfter(t testing.TB, dir string) {
+	t.Helper()
+	before := snapshot(t, dir)
+	t.Cleanup(func() {
+		if after := snapshot(t, dir); !maps.Equal(before, after) {
+			t.Errorf("the tree under %s changed:\nbefore %v\nafter  %v", dir, before, after)
+		}
+	})
 }
 
 // wantToolError checks that err is a *engine.ToolError with code whose
@@ -83,14 +145,16 @@ func TestSpecs(t *testing.T) {
 	type want struct {
 		name     string
 		risk     engine.RiskLevel
-		readOnly bool
+		kind     string
 		args     any
 		required []string
 	}
 	wants := []want{
-		{ReadFileTool, engine.RiskLow, true, readArgs{}, []string{"path"}},
-		{ListFilesTool, engine.RiskLow, true, listArgs{}, nil},
-		{WriteFileTool, engine.RiskMedium, false, writeArgs{}, []string{"path", "content"}},
+		{ReadFileTool, engine.RiskLow, "", readArgs{}, []string{"path"}},
+		{ListFilesTool, engine.RiskLow, "", listArgs{}, nil},
+		{WriteFileTool, engine.RiskMedium, engine.ToolKindEdit, writeArgs{}, []string{"path", "content"}},
+		{EditFileTool, engine.RiskMedium, engine.ToolKindEdit, editArgs{}, []string{"path", "old_string", "new_string"}},
+		{DeleteFileTool, engine.RiskMedium, engine.ToolKindEdit, deleteArgs{}, []string{"path"}},
 	}
 	if len(specs) != len(wants) {
 		t.Fatalf("got %d specs, want %d", len(specs), len(wants))
@@ -98,11 +162,20 @@ func TestSpecs(t *testing.T) {
 	for i, w := range wants {
 		s := specs[i]
 		t.Run(w.name, func(t *testing.T) {
-			if s.Name != w.name || s.Risk != w.risk || s.ReadOnly != w.readOnly || s.NeedsApproval != !w.readOnly {
-				t.Errorf("spec = %s risk %s read-only %v approval %v", s.Name, s.Risk, s.ReadOnly, s.NeedsApproval)
+			// No tool writes: the edit tools propose, and the engine asks
+			// for approval of the patch, not of each call.
+			if s.Name != w.name || s.Risk != w.risk || s.Kind != w.kind || !s.ReadOnly || s.NeedsApproval {
+				t.Errorf("spec = %s risk %s kind %q read-only %v approval %v", s.Name, s.Risk, s.Kind, s.ReadOnly, s.NeedsApproval)
 			}
 			if s.Description == "" {
 				t.Error("no description")
+			}
+			if w.kind == engine.ToolKindEdit {
+				for _, part := range []string{"applied only if they approve", `"proposed"`, "Later calls in the same response", "pending"} {
+					if !strings.Contains(s.Description, part) {
+						t.Errorf("description lacks %q: %s", part, s.Description)
+					}
+				}
 			}
 			var schema struct {
 				Schema     string                    `json:"$schema"`
@@ -141,7 +214,7 @@ func TestSpecs(t *testing.T) {
 		})
 	}
 	// Descriptions state the configured limits.
-	tl2 := newTools(t, Options{MaxReadLines: 77, MaxWriteBytes: 3 << 20})
+	tl2 := newTools(t, Options{MaxReadLines: 77, MaxFileBytes: 3 << 20})
 	specs2, _ := tl2.Tools(context.Background())
 	if !strings.Contains(specs2[0].Description, "77 lines") || !strings.Contains(specs2[2].Description, "3 MiB") {
 		t.Errorf("descriptions do not follow Options:\n%s\n%s", specs2[0].Description, specs2[2].Description)
@@ -150,11 +223,12 @@ func TestSpecs(t *testing.T) {
 
 func TestInvokeErrors(t *testing.T) {
 	ws := t.TempDir()
+	unchangedAfter(t, ws)
 	tl := newTools(t, Options{})
 	ctx := context.Background()
 
 	c := invoke(ctx, tl, ws, "delete_everything", `{}`)
-	wantToolError(t, c.err, engine.ToolCodeUnknownTool, `"delete_everything"`, "read_file")
+	wantToolError(t, c.err, engine.ToolCodeUnknownTool, `"delete_everything"`, "read_file, list_files, write_file, edit_file, delete_file")
 
 	c = invoke(ctx, tl, "", ReadFileTool, `{"path":"a"}`)
 	wantToolError(t, c.err, engine.ToolCodeFailed, "without a workspace root")
@@ -174,6 +248,7 @@ func TestInvokeErrors(t *testing.T) {
 func TestDecodeErrors(t *testing.T) {
 	ws := t.TempDir()
 	testtree.Write(t, ws, map[string]string{"a.txt": "a\n"})
+	unchangedAfter(t, ws)
 	tl := newTools(t, Options{})
 	tests := []struct {
 		tool, args string
@@ -201,15 +276,25 @@ func TestDecodeErrors(t *testing.T) {
 		{WriteFileTool, `{"content":"x"}`, []string{`missing required field "path"`}},
 		{WriteFileTool, `{"path":"b.txt","content":["x"]}`, []string{`"content"`, "a string"}},
 		{WriteFileTool, `{"path":"b.txt","content":"x","create_dirs":1}`, []string{`"create_dirs"`, "true or false"}},
+		{WriteFileTool, `{"path":"b.txt","content":"x","acceptance_criteria":"tests pass"}`, []string{`"acceptance_criteria"`, "an array of strings", "string"}},
+		{WriteFileTool, `{"path":"b.txt","content":"x","acceptance_criteria":["ok",3]}`, []string{`"acceptance_criteria"`, "an array of strings", "number"}},
+		{WriteFileTool, `{"path":"b.txt","content":"x","rationale":true}`, []string{`"rationale"`, "a string"}},
+		{WriteFileTool, `{"path":"b.txt","content":"x","mode":"0755"}`, []string{`unknown field "mode"`, "path, content, create_dirs, rationale, acceptance_criteria"}},
+		{EditFileTool, `{"path":"a.txt","new_string":"b"}`, []string{`missing required field "old_string"`}},
+		{EditFileTool, `{"path":"a.txt","old_string":"a"}`, []string{`missing required field "new_string"`}},
+		{EditFileTool, `{"old_string":"a","new_string":"b"}`, []string{`missing required field "path"`}},
+		{EditFileTool, `{"path":"a.txt","old_string":"a","new_string":"b","replace_all":"yes"}`, []string{`"replace_all"`, "true or false"}},
+		{EditFileTool, `{"path":"a.txt","old_string":"","new_string":"b"}`, []string{`"old_string"`, "is empty", "write_file"}},
+		{EditFileTool, `{"path":"a.txt","old_string":"a","new_string":"a"}`, []string{`"new_string"`, "same as old_string"}},
+		{EditFileTool, `{"path":"a.txt","old":"a","new":"b"}`, []string{`unknown fields "new", "old"`, "old_string, new_string"}},
+		{DeleteFileTool, `{}`, []string{`missing required field "path"`}},
+		{DeleteFileTool, `{"path":"a.txt","acceptance_criteria":[]}`, []string{`unknown field "acceptance_criteria"`, "path, rationale"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool+" "+tt.args, func(t *testing.T) {
 			c := invoke(context.Background(), tl, ws, tt.tool, tt.args)
 			wantToolError(t, c.err, engine.ToolCodeInvalidInput, append([]string{tt.tool + ":"}, tt.parts...)...)
 		})
-	}
-	if _, err := os.Stat(filepath.Join(ws, "b.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a refused write_file created b.txt: %v", err)
 	}
 }
 
@@ -225,6 +310,7 @@ func TestRootReopened(t *testing.T) {
 		t.Fatal(err)
 	}
 	testtree.Write(t, ws, map[string]string{"a.txt": "new\n"})
+	unchangedAfter(t, ws)
 	mustOK(t, tl, ws, ReadFileTool, `{"path":"a.txt"}`, &r)
 	if r.Content != "new\n" {
 		t.Errorf("content = %q, want the new workspace's", r.Content)
@@ -237,6 +323,7 @@ func TestConcurrentCalls(t *testing.T) {
 	wss := []string{t.TempDir(), t.TempDir()}
 	for _, ws := range wss {
 		testtree.Write(t, ws, map[string]string{"a.txt": "alpha\nbeta\n", "src/b.go": "package b // beta\n"})
+		unchangedAfter(t, ws)
 	}
 	tl := newTools(t, Options{})
 	var wg sync.WaitGroup
@@ -247,16 +334,22 @@ func TestConcurrentCalls(t *testing.T) {
 			defer wg.Done()
 			ws := wss[i%2]
 			var c call
-			switch i % 3 {
+			switch i % 5 {
 			case 0:
 				c = invoke(context.Background(), tl, ws, ReadFileTool, `{"path":"a.txt"}`)
 			case 1:
 				c = invoke(context.Background(), tl, ws, ListFilesTool, `{}`)
 			case 2:
 				c = invoke(context.Background(), tl, ws, WriteFileTool, fmt.Sprintf(`{"path":"out/%d.txt","content":"x","create_dirs":true}`, i))
+			case 3:
+				c = invoke(context.Background(), tl, ws, EditFileTool, `{"path":"src/b.go","old_string":"beta","new_string":"gamma"}`)
+			case 4:
+				c = invoke(context.Background(), tl, ws, DeleteFileTool, `{"path":"a.txt"}`)
 			}
 			if c.err != nil {
 				errs <- c.err
+			} else if i%5 >= 2 && len(c.res.Edits) != 1 {
+				errs <- fmt.Errorf("call %d proposed %d edits, want 1", i, len(c.res.Edits))
 			}
 		}()
 	}

@@ -39,6 +39,7 @@ func projectFixture(t *testing.T) (ws, outside string) {
 	testtree.Write(t, outside, map[string]string{"secret.txt": "needle outside\n"})
 	testtree.Symlink(t, outside, filepath.Join(ws, "out"))
 	testtree.Symlink(t, "src/util", filepath.Join(ws, "utillink"))
+	unchangedAfter(t, ws)
 	return ws, outside
 }
 
@@ -105,6 +106,7 @@ func TestListFiles(t *testing.T) {
 func TestListFilesContract(t *testing.T) {
 	ws := t.TempDir()
 	testtree.Write(t, ws, map[string]string{"index.ts": "", "app.tsx": ""})
+	unchangedAfter(t, ws)
 	tl := newTools(t, Options{})
 	for args, want := range map[string][]any{`{}`: {"app.tsx", "index.ts"}, `{"pattern":"*.rs"}`: {}} {
 		c := invoke(context.Background(), tl, ws, ListFilesTool, args)

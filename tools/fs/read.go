@@ -35,6 +35,9 @@ type ReadResult struct {
 	// (or the end of the file) because of the line or byte limit; the
 	// last line is cut only when a single line exceeds the byte limit.
 	Truncated bool `json:"truncated"`
+	// Pending is true when the content is an earlier call's proposed edit
+	// of this model response, not (yet) what is on disk.
+	Pending bool `json:"pending,omitempty"`
 }
 
 type readArgs struct {
@@ -43,7 +46,7 @@ type readArgs struct {
 	EndLine   *int    `json:"end_line"`
 }
 
-func (t *Tools) readFile(ctx context.Context, root *workspace.Root, raw []byte, _ func(engine.ToolUpdate)) (engine.ToolResult, error) {
+func (t *Tools) readFile(ctx context.Context, root *workspace.Root, ov overlay, raw []byte) (engine.ToolResult, error) {
 	const tool = ReadFileTool
 	var a readArgs
 	if err := toolkit.DecodeArgs(tool, raw, t.fields[tool], &a); err != nil {
@@ -69,13 +72,26 @@ func (t *Tools) readFile(ctx context.Context, root *workspace.Root, raw []byte, 
 	if err != nil {
 		return engine.ToolResult{}, err
 	}
-	f, err := openRegular(tool, root, p)
-	if err != nil {
-		return engine.ToolResult{}, err
+	var src io.Reader
+	pending, isPending := ov.get(p)
+	switch {
+	case isPending && pending.Deleted:
+		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %s does not exist for this call: an earlier call of this response proposed deleting it", tool, p.show)
+	case isPending:
+		src = bytes.NewReader(pending.Content)
+	default:
+		f, exists, err := openRegular(tool, root, ov, p)
+		if err != nil {
+			return engine.ToolResult{}, err
+		}
+		if !exists {
+			return engine.ToolResult{}, pathError(tool, root, p.given, iofs.ErrNotExist)
+		}
+		defer f.Close()
+		src = f
 	}
-	defer f.Close()
 
-	res, err := t.readLines(ctx, f, start, end)
+	res, err := t.readLines(ctx, src, start, end)
 	if err != nil {
 		if ctx.Err() != nil {
 			return engine.ToolResult{}, ctxError(tool, ctx.Err())
@@ -88,6 +104,7 @@ func (t *Tools) readFile(ctx context.Context, root *workspace.Root, raw []byte, 
 		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "%s: reading %s failed: %v", tool, p.show, err)
 	}
 	res.Path = p.show
+	res.Pending = isPending
 	if res.TotalLines > 0 && start > res.TotalLines {
 		return engine.ToolResult{}, toolkit.Invalid(tool, "start_line", "(%d) is past the end of %s, which has %d lines", start, p.show, res.TotalLines)
 	}
@@ -97,28 +114,40 @@ func (t *Tools) readFile(ctx context.Context, root *workspace.Root, raw []byte, 
 	return engine.JSONResult(res, res.summary())
 }
 
-// openRegular opens a resolved path for reading and checks that it is a
-// regular file. It opens non-blocking, so a FIFO swapped in cannot hang
-// the call. Errors are *engine.ToolError.
-func openRegular(tool string, root *workspace.Root, p resolved) (*os.File, error) {
-	f, err := root.FS().OpenFile(p.real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, pathError(tool, root, p.given, err)
+// openRegular opens a resolved path on disk for reading and checks that it
+// is a regular file; exists is false (and f nil) when nothing is there.
+// It opens non-blocking, so a FIFO swapped in cannot hang the call. A path
+// that does not exist but has pending files below it is a directory.
+// Errors are *engine.ToolError.
+func openRegular(tool string, root *workspace.Root, ov overlay, p resolved) (f *os.File, exists bool, err error) {
+	f, err = root.FS().OpenFile(p.real, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist) && len(ov.filesUnder(p.file())) > 0:
+		return nil, false, isDirError(tool, p)
+	case errors.Is(err, iofs.ErrNotExist):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, pathError(tool, root, p.given, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, pathError(tool, root, p.given, err)
+		return nil, false, pathError(tool, root, p.given, err)
 	}
 	switch {
 	case fi.IsDir():
 		f.Close()
-		return nil, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s is a directory; use list_files to see what is in it", tool, p.show)
+		return nil, false, isDirError(tool, p)
 	case !fi.Mode().IsRegular():
 		f.Close()
-		return nil, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s is not a regular file (%s)", tool, p.show, fileType(fi.Mode()))
+		return nil, false, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s is not a regular file (%s)", tool, p.show, fileType(fi.Mode()))
 	}
-	return f, nil
+	return f, true, nil
+}
+
+// isDirError is the error for a directory given where a file is wanted.
+func isDirError(tool string, p resolved) error {
+	return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s is a directory, not a file; use list_files to see what is in it", tool, p.show)
 }
 
 // fileType names the type of a non-regular file.
@@ -241,7 +270,8 @@ func cutUTF8(b []byte, n int) []byte {
 	return b[:n]
 }
 
-func (r ReadResult) summary() string {
+// lines describes the lines read.
+func (r ReadResult) lines() string {
 	switch {
 	case r.TotalLines == 0:
 		return fmt.Sprintf("%s is empty", r.Path)
@@ -251,6 +281,14 @@ func (r ReadResult) summary() string {
 	s := fmt.Sprintf("%s of %s (%d-%d of %d)", plural(r.EndLine-r.StartLine+1, "line", "lines"), r.Path, r.StartLine, r.EndLine, r.TotalLines)
 	if r.Truncated {
 		s += ", truncated"
+	}
+	return s
+}
+
+func (r ReadResult) summary() string {
+	s := r.lines()
+	if r.Pending {
+		s += " (pending edit)"
 	}
 	return s
 }

@@ -36,6 +36,7 @@ func TestReadFile(t *testing.T) {
 	})
 	testtree.Symlink(t, "five.txt", filepath.Join(ws, "link.txt"))
 	testtree.Symlink(t, filepath.Join(ws, "five.txt"), filepath.Join(ws, "abslink.txt"))
+	unchangedAfter(t, ws)
 
 	tests := []struct {
 		name    string
@@ -113,6 +114,7 @@ func TestReadFileErrors(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	unchangedAfter(t, ws)
 	tl := newTools(t, Options{})
 	tests := []struct {
 		name  string
@@ -150,6 +152,7 @@ func TestReadFileCancelled(t *testing.T) {
 		f.WriteString(line)
 	}
 	f.Close()
+	unchangedAfter(t, ws)
 	tl := newTools(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	tl.afterResolve = func(string) { cancel() }

@@ -1,13 +1,10 @@
 package fs
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +13,7 @@ import (
 	"github.com/plexus-agent/plexus/engine"
 )
 
-// args encodes write_file arguments.
+// writeArgsJSON encodes write_file arguments.
 func writeArgsJSON(t *testing.T, path, content string, createDirs bool) string {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"path": path, "content": content, "create_dirs": createDirs})
@@ -26,106 +23,115 @@ func writeArgsJSON(t *testing.T, path, content string, createDirs bool) string {
 	return string(b)
 }
 
-// dirNames lists the names in dir.
-func dirNames(t *testing.T, dir string) []string {
+// wantEdit checks that a call proposed exactly the edit want.
+func wantEdit(t *testing.T, c call, want engine.FileEdit) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
+	if len(c.res.Edits) != 1 {
+		t.Fatalf("proposed %d edits, want 1: %+v", len(c.res.Edits), c.res.Edits)
 	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
+	got := c.res.Edits[0]
+	if got.Path != want.Path || got.BaseExists != want.BaseExists || got.Delete != want.Delete ||
+		!bytes.Equal(got.Base, want.Base) || !bytes.Equal(got.New, want.New) {
+		t.Errorf("edit\ngot  {Path:%s BaseExists:%v Delete:%v Base:%q New:%.60q}\nwant {Path:%s BaseExists:%v Delete:%v Base:%q New:%.60q}",
+			got.Path, got.BaseExists, got.Delete, got.Base, got.New, want.Path, want.BaseExists, want.Delete, want.Base, want.New)
 	}
-	return names
+	if !want.Delete && got.New == nil {
+		t.Error("New is nil; an edit that keeps the file must carry its content, even when empty")
+	}
 }
 
 func TestWriteFile(t *testing.T) {
 	ws := t.TempDir()
-	testtree.Write(t, ws, map[string]string{"main.go": "package old\n", "docs/real.md": "old\n"})
-	if err := os.Chmod(filepath.Join(ws, "main.go"), 0o750); err != nil {
-		t.Fatal(err)
-	}
+	testtree.Write(t, ws, map[string]string{"main.go": "package old\n", "docs/real.md": "old\n", "util/u.go": "package util\n"})
 	testtree.Symlink(t, "docs/real.md", filepath.Join(ws, "README.md"))
+	testtree.Symlink(t, "util", filepath.Join(ws, "utillink"))
+	testtree.Symlink(t, filepath.Join(ws, "docs", "new.md"), filepath.Join(ws, "dangling.md"))
+	unchangedAfter(t, ws)
 	tl := newTools(t, Options{})
 	content := strings.Repeat("x", 2150)
-	sum := sha256.Sum256([]byte(content))
-	digest := "sha256:" + hex.EncodeToString(sum[:])
+	sum := digest([]byte(content))
 
 	tests := []struct {
-		name     string
-		path     string
-		dirs     bool
-		want     WriteResult
-		file     string // where the content must land
-		summary  string
-		wantMode os.FileMode
+		name    string
+		path    string
+		dirs    bool
+		want    WriteResult
+		edit    engine.FileEdit
+		summary string
 	}{
 		{name: "new file", path: "new.txt",
-			want: WriteResult{Path: "new.txt", BytesWritten: 2150, Created: true, SHA256: digest, FilesModified: []string{"new.txt"}},
-			file: "new.txt", summary: "wrote 2.1 KiB to new.txt (new file)"},
-		{name: "overwrite keeps the mode", path: "main.go",
-			want: WriteResult{Path: "main.go", BytesWritten: 2150, SHA256: digest, FilesModified: []string{"main.go"}},
-			file: "main.go", summary: "wrote 2.1 KiB to main.go", wantMode: 0o750},
+			want:    WriteResult{Path: "new.txt", Bytes: 2150, Created: true, SHA256: sum, Status: StatusProposed},
+			edit:    engine.FileEdit{Path: "new.txt", New: []byte(content)},
+			summary: "proposed 2.1 KiB for new.txt (new file)"},
+		{name: "replace", path: "main.go",
+			want:    WriteResult{Path: "main.go", Bytes: 2150, SHA256: sum, Status: StatusProposed},
+			edit:    engine.FileEdit{Path: "main.go", Base: []byte("package old\n"), BaseExists: true, New: []byte(content)},
+			summary: "proposed 2.1 KiB for main.go"},
 		{name: "create_dirs", path: "a/b/c.txt", dirs: true,
-			want: WriteResult{Path: "a/b/c.txt", BytesWritten: 2150, Created: true, SHA256: digest, FilesModified: []string{"a/b/c.txt"}},
-			file: "a/b/c.txt"},
+			want: WriteResult{Path: "a/b/c.txt", Bytes: 2150, Created: true, SHA256: sum, Status: StatusProposed},
+			edit: engine.FileEdit{Path: "a/b/c.txt", New: []byte(content)}},
 		{name: "through a symlink inside", path: "README.md",
-			want: WriteResult{Path: "README.md", BytesWritten: 2150, SHA256: digest, FilesModified: []string{"docs/real.md"}},
-			file: "docs/real.md"},
+			want:    WriteResult{Path: "README.md", Target: "docs/real.md", Bytes: 2150, SHA256: sum, Status: StatusProposed},
+			edit:    engine.FileEdit{Path: "docs/real.md", Base: []byte("old\n"), BaseExists: true, New: []byte(content)},
+			summary: "proposed 2.1 KiB for README.md (→ docs/real.md)"},
+		{name: "through a symlinked directory", path: "utillink/v.go",
+			want: WriteResult{Path: "utillink/v.go", Target: "util/v.go", Bytes: 2150, Created: true, SHA256: sum, Status: StatusProposed},
+			edit: engine.FileEdit{Path: "util/v.go", New: []byte(content)}},
+		{name: "dangling symlink inside creates its target", path: "dangling.md",
+			want: WriteResult{Path: "dangling.md", Target: "docs/new.md", Bytes: 2150, Created: true, SHA256: sum, Status: StatusProposed},
+			edit: engine.FileEdit{Path: "docs/new.md", New: []byte(content)}},
 		{name: "absolute path inside", path: filepath.Join(ws, "abs.txt"),
-			want: WriteResult{Path: "abs.txt", BytesWritten: 2150, Created: true, SHA256: digest, FilesModified: []string{"abs.txt"}},
-			file: "abs.txt"},
+			want: WriteResult{Path: "abs.txt", Bytes: 2150, Created: true, SHA256: sum, Status: StatusProposed},
+			edit: engine.FileEdit{Path: "abs.txt", New: []byte(content)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got WriteResult
 			c := mustOK(t, tl, ws, WriteFileTool, writeArgsJSON(t, tt.path, content, tt.dirs), &got)
-			if !equalWrite(got, tt.want) {
+			if got != tt.want {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
 			if tt.summary != "" && c.res.Summary != tt.summary {
 				t.Errorf("summary = %q, want %q", c.res.Summary, tt.summary)
 			}
-			b, err := os.ReadFile(filepath.Join(ws, filepath.FromSlash(tt.file)))
-			if err != nil || string(b) != content {
-				t.Errorf("%s holds %d bytes, %v", tt.file, len(b), err)
-			}
-			if tt.wantMode != 0 {
-				fi, _ := os.Stat(filepath.Join(ws, tt.file))
-				if fi.Mode().Perm() != tt.wantMode {
-					t.Errorf("mode = %v, want %v", fi.Mode().Perm(), tt.wantMode)
-				}
-			}
+			wantEdit(t, c, tt.edit)
 		})
 	}
-	if fi, err := os.Lstat(filepath.Join(ws, "README.md")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Errorf("README.md is no longer a symlink: %v %v", fi.Mode(), err)
-	}
-	for _, dir := range []string{ws, filepath.Join(ws, "docs"), filepath.Join(ws, "a", "b")} {
-		for _, name := range dirNames(t, dir) {
-			if strings.HasSuffix(name, ".tmp") {
-				t.Errorf("temporary file %s left in %s", name, dir)
-			}
+
+	t.Run("empty content", func(t *testing.T) {
+		var got WriteResult
+		c := mustOK(t, tl, ws, WriteFileTool, writeArgsJSON(t, "empty.txt", "", false), &got)
+		if got.SHA256 != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" || got.Bytes != 0 || !got.Created {
+			t.Errorf("got %+v", got)
 		}
-	}
-
-	// An empty content is a valid (empty) file.
-	var got WriteResult
-	mustOK(t, tl, ws, WriteFileTool, writeArgsJSON(t, "empty.txt", "", false), &got)
-	if fi, err := os.Stat(filepath.Join(ws, "empty.txt")); err != nil || fi.Size() != 0 || got.SHA256 != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
-		t.Errorf("empty write: %v %v %+v", fi, err, got)
-	}
-}
-
-func equalWrite(a, b WriteResult) bool {
-	return a.Path == b.Path && a.BytesWritten == b.BytesWritten && a.Created == b.Created && a.SHA256 == b.SHA256 && slices.Equal(a.FilesModified, b.FilesModified)
+		wantEdit(t, c, engine.FileEdit{Path: "empty.txt", New: []byte{}})
+		if c.res.Summary != "proposed 0 B for empty.txt (new file)" {
+			t.Errorf("summary = %q", c.res.Summary)
+		}
+	})
+	t.Run("same content proposes nothing", func(t *testing.T) {
+		var got WriteResult
+		c := mustOK(t, tl, ws, WriteFileTool, writeArgsJSON(t, "main.go", "package old\n", false), &got)
+		if got.Status != StatusUnchanged || got.Created || len(c.res.Edits) != 0 {
+			t.Errorf("got %+v, edits %v", got, c.res.Edits)
+		}
+		if c.res.Summary != "main.go already holds this content; nothing proposed" {
+			t.Errorf("summary = %q", c.res.Summary)
+		}
+	})
+	t.Run("rationale and acceptance criteria are accepted", func(t *testing.T) {
+		var got WriteResult
+		c := mustOK(t, tl, ws, WriteFileTool, `{"path":"main.go","content":"package main\n","rationale":"rename the package","acceptance_criteria":["go build ./... passes"]}`, &got)
+		wantEdit(t, c, engine.FileEdit{Path: "main.go", Base: []byte("package old\n"), BaseExists: true, New: []byte("package main\n")})
+	})
 }
 
 func TestWriteFileErrors(t *testing.T) {
 	ws := t.TempDir()
-	testtree.Write(t, ws, map[string]string{"dir/x.txt": "x", "file.txt": "f", ".git/HEAD": "ref\n"})
-	tl := newTools(t, Options{MaxWriteBytes: 100})
+	testtree.Write(t, ws, map[string]string{"dir/x.txt": "x", "file.txt": "f", ".git/HEAD": "ref\n", "huge.txt": strings.Repeat("h", 101)})
+	testtree.Symlink(t, ".git", filepath.Join(ws, "gitlink"))
+	unchangedAfter(t, ws)
+	tl := newTools(t, Options{MaxFileBytes: 100})
 	tests := []struct {
 		name  string
 		args  string
@@ -134,32 +140,29 @@ func TestWriteFileErrors(t *testing.T) {
 	}{
 		{"missing directory", writeArgsJSON(t, "new/x.txt", "x", false), engine.ToolCodeNotFound, []string{"directory new does not exist", "create_dirs"}},
 		{"a directory", writeArgsJSON(t, "dir", "x", false), engine.ToolCodeInvalidInput, []string{"dir is a directory"}},
-		{"the root", writeArgsJSON(t, ".", "x", false), engine.ToolCodeInvalidInput, []string{"workspace root"}},
+		{"the root", writeArgsJSON(t, ".", "x", false), engine.ToolCodeInvalidInput, []string{`"path"`, "workspace root"}},
 		{"parent is a file", writeArgsJSON(t, "file.txt/x", "x", true), engine.ToolCodeNotFound, []string{"file.txt is a file"}},
-		{"inside .git", writeArgsJSON(t, ".git/hooks/pre-commit", "#!/bin/sh\n", true), engine.ToolCodePermissionDenied, []string{"inside .git"}},
+		{"inside .git", writeArgsJSON(t, ".git/hooks/pre-commit", "#!/bin/sh\n", true), engine.ToolCodePermissionDenied, []string{"inside .git", "run_command"}},
+		{"into .git through a symlink", writeArgsJSON(t, "gitlink/config", "x", false), engine.ToolCodePermissionDenied, []string{"inside .git"}},
 		{"too large", writeArgsJSON(t, "big.txt", strings.Repeat("x", 101), false), engine.ToolCodeInvalidInput, []string{`"content"`, "101 B", "100 B"}},
+		{"replacing a file over the limit", writeArgsJSON(t, "huge.txt", "small", false), engine.ToolCodeInvalidInput, []string{"huge.txt is 101 B", "100 B", "run_command"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := invoke(context.Background(), tl, ws, WriteFileTool, tt.args)
 			wantToolError(t, c.err, tt.code, tt.parts...)
+			if c.res.Edits != nil {
+				t.Errorf("a refused call proposed %v", c.res.Edits)
+			}
 		})
 	}
-	for _, p := range []string{"new", ".git/hooks", "big.txt"} {
-		if _, err := os.Lstat(filepath.Join(ws, p)); !os.IsNotExist(err) {
-			t.Errorf("a refused write created %s", p)
-		}
-	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "file.txt")); string(b) != "f" {
-		t.Errorf("file.txt changed to %q", b)
-	}
 
-	// A cancelled call writes nothing.
+	// A cancelled call proposes nothing.
 	ctx, cancel := context.WithCancel(context.Background())
 	tl.afterResolve = func(string) { cancel() }
 	c := invoke(ctx, tl, ws, WriteFileTool, writeArgsJSON(t, "late.txt", "x", false))
 	wantToolError(t, c.err, engine.ToolCodeCancelled)
-	if _, err := os.Lstat(filepath.Join(ws, "late.txt")); !os.IsNotExist(err) {
-		t.Error("a cancelled write_file created late.txt")
+	if c.res.Edits != nil {
+		t.Errorf("a cancelled call proposed %v", c.res.Edits)
 	}
 }

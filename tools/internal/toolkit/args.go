@@ -97,6 +97,11 @@ func jsonType(dst any, field string) string {
 			return "true or false"
 		case reflect.Int, reflect.Int64, reflect.Int32:
 			return "an integer"
+		case reflect.Slice:
+			if ft.Elem().Kind() == reflect.String {
+				return "an array of strings"
+			}
+			return "an array"
 		}
 		return ft.Kind().String()
 	}
@@ -118,12 +123,12 @@ func jsonKind(raw []byte) string {
 	return fmt.Sprintf("%.20q", raw)
 }
 
-// missing is the error for a required field that is absent or null.
+// Missing is the error for a required field that is absent or null.
 func Missing(tool, field, what string) error {
 	return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: missing required field %q (%s)", tool, field, what)
 }
 
-// invalid is the error for a field whose value is out of range.
+// Invalid is the error for a field whose value is out of range.
 func Invalid(tool, field, format string, args ...any) error {
 	return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: field %q %s", tool, field, fmt.Sprintf(format, args...))
 }

@@ -44,6 +44,11 @@ func Boolean(desc string, def bool) map[string]any {
 	return map[string]any{"type": "boolean", "description": desc, "default": def}
 }
 
+// StrArray is an array-of-strings property.
+func StrArray(desc string) map[string]any {
+	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": desc}
+}
+
 // Integer is an integer property; a maximum of 0 means none.
 func Integer(desc string, minimum, maximum int) map[string]any {
 	s := map[string]any{"type": "integer", "description": desc, "minimum": minimum}
@@ -52,6 +57,3 @@ func Integer(desc string, minimum, maximum int) map[string]any {
 	}
 	return s
 }
-
-// toolDefs returns the three tools' definitions for opts (with defaults
-// applied), in the order Tools lists them.
