@@ -82,6 +82,9 @@ type AppliedPatch struct {
 	Session   string        `json:"session_id,omitempty"`
 	Time      time.Time     `json:"time"`
 	Files     []AppliedFile `json:"files"`
+	// Dirs are directories the apply created (undo removes them when
+	// empty).
+	Dirs []string `json:"dirs,omitempty"`
 	// UndoneAt is set once the change was undone.
 	UndoneAt *time.Time `json:"undone_at,omitempty"`
 }
