@@ -133,4 +133,3 @@ func commandOf(args json.RawMessage) string {
 	json.Unmarshal(args, &a)
 	return a.Command
 }
-

@@ -74,9 +74,13 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 		newModelsCmd(g),
 		newIndexCmd(g),
 		newSearchCmd(g),
+		newUndoCmd(g),
+		newPolicyCmd(g),
+		newReceiptsCmd(g),
 		newPluginCmd(),
 		newVersionCmd(),
 	)
+	addSandboxExecCmd(root)
 	return root
 }
 

@@ -13,6 +13,9 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/index"
+	"github.com/plexus-agent/plexus/engine/patch"
+	"github.com/plexus-agent/plexus/engine/receipts"
+	"github.com/plexus-agent/plexus/engine/store"
 	"github.com/plexus-agent/plexus/models/ollama"
 	"github.com/plexus-agent/plexus/models/openai"
 	"github.com/plexus-agent/plexus/models/replay"
@@ -53,6 +56,9 @@ type runtime struct {
 	log       *slog.Logger
 	plugins   *plugins.Manager
 	index     *index.Service
+	store     *store.Store
+	patcher   *patch.Patcher
+	receipts  *receipts.Log
 	engine    *engine.Engine
 	workspace *engine.Workspace
 }
@@ -101,7 +107,15 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		mgr.Close()
 		return nil, err
 	}
+	rt := &runtime{log: log, plugins: mgr, index: idx, patcher: patch.NewPatcher()}
+	if err := g.openState(rt); err != nil {
+		rt.Close()
+		return nil, err
+	}
 	eng, err := engine.New(engine.Options{
+		Patcher:   rt.patcher,
+		Patches:   rt.store,
+		Recorder:  receipts.NewRecorder(rt.receipts),
 		Searcher:  idx,
 		Retriever: idx,
 		Models:    models,
@@ -112,22 +126,52 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		Chat:      engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
 	})
 	if err != nil {
-		idx.Close()
-		mgr.Close()
+		rt.Close()
 		return nil, usageErr("--model %s: %v", g.model, err)
 	}
 	ws, err := eng.OpenWorkspace(g.workspace)
 	if err != nil {
-		idx.Close()
-		mgr.Close()
+		rt.Close()
 		return nil, usageErr("--workspace: %v", err)
 	}
-	return &runtime{log: log, plugins: mgr, index: idx, engine: eng, workspace: ws}, nil
+	rt.engine, rt.workspace = eng, ws
+	return rt, nil
 }
 
-// Close stops the index (and its background embedding) and the plugins.
+// openState opens the state database (plexus.db: policies, patch sets,
+// undo records) and the decision receipt log (receipts/, signed with the
+// key in keys/, created on first use with mode 0600).
+func (g *globalFlags) openState(rt *runtime) error {
+	st, err := store.Open(context.Background(), filepath.Join(g.dataDir, "plexus.db"))
+	if err != nil {
+		return fmt.Errorf("%w (choose another place with --data-dir)", err)
+	}
+	rt.store = st
+	key, err := receipts.LoadOrCreateKey(filepath.Join(g.dataDir, "keys"))
+	if err != nil {
+		return fmt.Errorf("receipt signing key: %w", err)
+	}
+	log, err := receipts.Open(filepath.Join(g.dataDir, "receipts"), receipts.Options{Key: key, Logger: rt.log})
+	if err != nil {
+		return fmt.Errorf("receipt log: %w", err)
+	}
+	rt.receipts = log
+	return nil
+}
+
+// Close stops the index (and its background embedding), the state and
+// receipt stores and the plugins.
 func (r *runtime) Close() {
-	r.index.Close()
+	if r.index != nil {
+		r.index.Close()
+	}
+	if r.receipts != nil {
+		r.receipts.Close()
+	}
+	if r.store != nil {
+		r.store.Close()
+	}
+	r.patcher.Close()
 	r.plugins.Close()
 }
 

@@ -8,12 +8,15 @@ import (
 	"syscall"
 )
 
-// sysProcAttr puts the shell in a process group of its own (so the whole
-// group can be signalled) and has the kernel SIGKILL it when the plugin
-// process dies. Pdeathsig fires when the thread that started the shell
-// exits; the Go runtime does not end threads of goroutines that are not
-// locked to one, so in practice that is when the process dies. Processes
-// the shell starts do not inherit Pdeathsig.
+// sysProcAttr puts the command in a process group of its own (so the
+// whole group can be signalled) and has the kernel SIGKILL it when the
+// plugin process dies. It stays in the plugin's session: the plugin host
+// starts plugins as session leaders without a controlling terminal and,
+// after a plugin crash, kills what is left in its session. Pdeathsig fires
+// when the thread that started the command exits; the Go runtime does not
+// end threads of goroutines that are not locked to one, so in practice
+// that is when the process dies. Pdeathsig survives the sandbox launcher's
+// exec of the shell; processes the shell starts do not inherit it.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

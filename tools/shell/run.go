@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +50,14 @@ type Result struct {
 	// process group (started with setsid, or a daemon) kept the output
 	// open, so reading stopped Options.KillGrace after the command ended.
 	OutputIncomplete bool `json:"output_incomplete,omitempty"`
+	// Sandbox names the confinement that applied: "landlock abi N: WHAT"
+	// (WHAT is "filesystem and network", or "filesystem; network
+	// allowed", or less on old kernels), "bubblewrap", "bubblewrap;
+	// network allowed", or "none: REASON".
+	Sandbox string `json:"sandbox"`
+	// Env lists the names (not the values) of the environment variables
+	// the command got, sorted.
+	Env []string `json:"env"`
 	// StdoutTruncatedBytes is the number of stdout bytes dropped past
 	// max_output_bytes.
 	StdoutTruncatedBytes int64 `json:"stdout_truncated_bytes"`
@@ -74,9 +84,32 @@ const (
 	pollInterval = 20 * time.Millisecond
 )
 
-// run runs in.Command in dir (rel is its workspace-relative form) and
-// streams its output to onUpdate.
-func (t *Tools) run(ctx context.Context, in input, dir, rel string, onUpdate func(engine.ToolUpdate)) (*Result, error) {
+// run runs in.Command in dir (rel is its workspace-relative form) in the
+// sandbox plan for the workspace root, with the inherited environment
+// envf allows, and streams its output to onUpdate.
+func (t *Tools) run(ctx context.Context, in input, plan sandboxPlan, envf envFilter, root, dir, rel string, onUpdate func(engine.ToolUpdate)) (*Result, error) {
+	if plan.err != "" {
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "%s cannot run commands: %s", ToolName, plan.err)
+	}
+	shell, err := exec.LookPath(t.opts.Shell)
+	if err == nil && !filepath.IsAbs(shell) {
+		shell, err = filepath.Abs(shell)
+	}
+	if err != nil {
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "could not start the shell %s: %v; check that it exists and is executable", t.opts.Shell, err)
+	}
+	tmp, err := makeTempDir(t.opts.TempDir)
+	if err != nil {
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "could not create the command's temporary directory: %v", err)
+	}
+	// Runs last, when the command's processes are gone.
+	defer func() {
+		if err := removeTree(tmp); err != nil {
+			t.opts.Logger.Warn("run_command could not remove the command's temporary directory", "dir", tmp, "error", err)
+		}
+	}()
+	env, envNames := envf.commandEnv(dir, tmp)
+
 	grace := t.opts.KillGrace
 	timeout := in.Timeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -102,11 +135,30 @@ func (t *Tools) run(ctx context.Context, in input, dir, rel string, onUpdate fun
 	}
 	defer errR.Close()
 
-	cmd := exec.Command(t.opts.Shell, "-c", in.Command)
+	argv := plan.argv(root, dir, tmp, shell, in.Command)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
+	cmd.Env = env
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = sysProcAttr()
+	// The Landlock launcher writes why it failed to file descriptor 3;
+	// a successful exec of the shell closes it.
+	var status chan string
+	var statusW *os.File
+	if plan.kind == kindLandlock {
+		var statusR *os.File
+		if statusR, statusW, err = os.Pipe(); err != nil {
+			return nil, engine.ToolErrorf(engine.ToolCodeFailed, "could not create the sandbox status pipe: %v", err)
+		}
+		defer statusR.Close()
+		cmd.ExtraFiles = []*os.File{statusW}
+		status = make(chan string, 1)
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(statusR, 4<<10))
+			status <- string(b)
+		}()
+	}
 
 	var emitMu sync.Mutex // onUpdate is never called concurrently
 	emit := func(stream, text string) {
@@ -116,15 +168,21 @@ func (t *Tools) run(ctx context.Context, in input, dir, rel string, onUpdate fun
 	}
 	stdout := newCapture("stdout", in.OutputBytes, emit)
 	stderr := newCapture("stderr", in.OutputBytes, emit)
+	if w := plan.warning; w != "" {
+		onUpdate(engine.ToolUpdate{Progress: &engine.ToolProgress{Message: w}})
+	}
 
 	start := time.Now()
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
-	if err != nil {
-		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "could not start the shell %s: %v; check that it exists and is executable", t.opts.Shell, err)
+	if statusW != nil {
+		statusW.Close()
 	}
-	pgid := cmd.Process.Pid // Setpgid: the shell leads a new group
+	if err != nil {
+		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "could not start %s: %v; check that it exists and is executable", argv[0], err)
+	}
+	pgid := cmd.Process.Pid // Setpgid: the command leads a new group
 
 	var readers sync.WaitGroup
 	readers.Go(func() { stdout.readFrom(outR) })
@@ -180,12 +238,19 @@ func (t *Tools) run(ctx context.Context, in input, dir, rel string, onUpdate fun
 		t.opts.Logger.Debug("run_command cancelled", "command", in.Command, "cwd", rel, "duration", elapsed)
 		return nil, ctxError(ctx.Err(), elapsed)
 	}
+	if exited && status != nil {
+		// The launcher has exited, so its end of the pipe is closed.
+		if msg := <-status; msg != "" {
+			return nil, engine.ToolErrorf(engine.ToolCodeFailed, "the sandbox launcher failed, so the command did not run: %s", msg)
+		}
+	}
 
 	code, sig, err := exitStatus(waitErr)
 	if err != nil {
 		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "waiting for the command failed: %v", err)
 	}
 	res.ExitCode, res.Signal = code, sig
+	res.Sandbox, res.Env = plan.desc, envNames
 	res.DurationMS = elapsed.Milliseconds()
 	res.Stdout, res.Stderr = stdout.text(), stderr.text()
 	res.StdoutTruncatedBytes, res.StderrTruncatedBytes = stdout.dropped, stderr.dropped
@@ -291,6 +356,9 @@ func (r *Result) summary() string {
 	}
 	if r.OutputIncomplete {
 		b.WriteString("; output incomplete (a detached process kept it open)")
+	}
+	if strings.HasPrefix(r.Sandbox, string(kindNone)+":") {
+		b.WriteString("; not sandboxed")
 	}
 	return b.String()
 }

@@ -3,13 +3,15 @@ package shell
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/plexus-agent/plexus/engine"
 )
 
-// toolSpec describes run_command for a model, with the limits of opts.
-func toolSpec(opts Options) engine.ToolSpec {
+// toolSpec describes run_command for a model, with the limits of opts and
+// the confinement of sandbox.
+func toolSpec(opts Options, sandbox sandboxPlan) engine.ToolSpec {
 	return engine.ToolSpec{
 		Name: ToolName,
 		Description: fmt.Sprintf("Run a shell command in the workspace with %s -c and get its exit code, stdout and stderr. "+
@@ -18,13 +20,33 @@ func toolSpec(opts Options) engine.ToolSpec {
 			"Each call starts a fresh shell: cd and exported variables do not carry over to the next call; use cwd instead of cd. "+
 			"A non-zero exit code is reported in exit_code, not as an error. "+
 			"Processes left running in the background are stopped when the command's shell exits, so do not use this to start servers that should keep running. "+
-			"Each of stdout and stderr keeps its first max_output_bytes bytes; the rest is dropped and counted in stdout_truncated_bytes and stderr_truncated_bytes, so filter long output (grep, head, tail, --quiet) rather than raising the limit.",
-			opts.Shell),
+			"Each of stdout and stderr keeps its first max_output_bytes bytes; the rest is dropped and counted in stdout_truncated_bytes and stderr_truncated_bytes, so filter long output (grep, head, tail, --quiet) rather than raising the limit. "+
+			"%s"+
+			"Only a few environment variables are passed (PATH, HOME, locale, toolchain settings; the list is in the result's env), and $TMPDIR is a fresh directory deleted after the command.",
+			opts.Shell, sandboxDescription(sandbox)),
 		InputSchema:   inputSchema(opts),
 		Risk:          engine.RiskHigh,
 		ReadOnly:      false,
 		NeedsApproval: true,
+		Kind:          engine.ToolKindCommand,
 	}
+}
+
+// sandboxDescription tells the model what the sandbox of plan lets a
+// command do, as a sentence followed by a space; "" without a sandbox.
+func sandboxDescription(plan sandboxPlan) string {
+	if plan.kind == kindNone {
+		return ""
+	}
+	where := "the workspace and $TMPDIR"
+	if len(plan.writable) > 0 {
+		where = "the workspace, $TMPDIR and " + strings.Join(plan.writable, ", ")
+	}
+	s := "The command runs in a sandbox: it can read files anywhere but write only inside " + where + " (writes elsewhere fail with permission denied or read-only file system)"
+	if !plan.network {
+		s += ", and it has no network access, so downloads (go mod download, npm install, pip install) and connections, even to localhost, fail"
+	}
+	return s + ". "
 }
 
 type schemaObject struct {

@@ -26,11 +26,15 @@ const testGrace = 300 * time.Millisecond
 type call struct {
 	res      Result
 	summary  string
-	updates  []chunk
-	err      error
-	elapsed  time.Duration
-	returned time.Time
-	first    time.Time // when the first update arrived
+	updates  []chunk  // the outputs
+	progress []string // the progress messages
+	// progressFirst is true when every progress message came before the
+	// first output.
+	progressFirst bool
+	err           error
+	elapsed       time.Duration
+	returned      time.Time
+	first         time.Time // when the first output arrived
 }
 
 // streamed concatenates the updates of one stream.
@@ -46,6 +50,12 @@ func (c call) streamed(stream string) string {
 
 func invoke(ctx context.Context, t *testing.T, tools *Tools, root, args string) call {
 	t.Helper()
+	return invokeWith(ctx, t, tools, root, args, nil)
+}
+
+// invokeWith is invoke with the host's per-call settings.
+func invokeWith(ctx context.Context, t *testing.T, tools *Tools, root, args string, settings map[string]string) call {
+	t.Helper()
 	var (
 		c   call
 		mu  sync.Mutex
@@ -53,7 +63,8 @@ func invoke(ctx context.Context, t *testing.T, tools *Tools, root, args string) 
 		bad string
 	)
 	start := time.Now()
-	res, err := tools.Invoke(ctx, engine.InvokeRequest{CallID: "c1", Tool: ToolName, Args: json.RawMessage(args), WorkspaceRoot: root},
+	c.progressFirst = true
+	res, err := tools.Invoke(ctx, engine.InvokeRequest{CallID: "c1", Tool: ToolName, Args: json.RawMessage(args), WorkspaceRoot: root, Settings: settings},
 		func(u engine.ToolUpdate) {
 			mu.Lock()
 			if in {
@@ -62,9 +73,19 @@ func invoke(ctx context.Context, t *testing.T, tools *Tools, root, args string) 
 			in = true
 			mu.Unlock()
 			defer func() { mu.Lock(); in = false; mu.Unlock() }()
+			if p := u.Progress; p != nil && u.Output == nil {
+				if p.Message == "" || p.Percentage != nil {
+					bad = fmt.Sprintf("progress %+v is not a message", p)
+				}
+				mu.Lock()
+				c.progress = append(c.progress, p.Message)
+				c.progressFirst = c.progressFirst && len(c.updates) == 0
+				mu.Unlock()
+				return
+			}
 			switch {
 			case u.Output == nil || u.Progress != nil:
-				bad = fmt.Sprintf("update %+v is not one output", u)
+				bad = fmt.Sprintf("update %+v is neither one output nor one progress message", u)
 			case !utf8.ValidString(u.Output.Text):
 				bad = fmt.Sprintf("chunk %q is not valid UTF-8", u.Output.Text)
 			case u.Output.Text == "":
