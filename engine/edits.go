@@ -112,7 +112,7 @@ func (t *turn) applyEdits(ctx context.Context, r *response, assistantText string
 		}
 	}
 	paths := setPaths(set)
-	req := ActionRequest{Kind: ActionPatchApply, Tool: "apply_patch", Paths: paths, Args: patchArgs(set)}
+	req := ActionRequest{Kind: ActionPatchApply, Tool: "apply_patch", Paths: paths, Deletes: setDeletes(set), Args: patchArgs(set)}
 	v := t.decide(ctx, req)
 	t.emit(&PatchProposedEvent{Set: *set, RequiresApproval: v.Action == VerdictAsk})
 
@@ -269,6 +269,17 @@ func setPaths(set *PatchSet) []string {
 	out := make([]string, 0, len(set.Files))
 	for _, f := range set.Files {
 		out = append(out, f.Path)
+	}
+	return out
+}
+
+// setDeletes lists the paths a set deletes.
+func setDeletes(set *PatchSet) []string {
+	var out []string
+	for _, f := range set.Files {
+		if f.Op == "delete" {
+			out = append(out, f.Path)
+		}
 	}
 	return out
 }

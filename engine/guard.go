@@ -24,6 +24,9 @@ type ActionRequest struct {
 	Spec ToolSpec `json:"-"`
 	// Paths are the workspace-relative paths the action touches.
 	Paths []string `json:"paths,omitempty"`
+	// Deletes are the workspace-relative paths the action deletes (also
+	// in Paths).
+	Deletes []string `json:"deletes,omitempty"`
 	// Command is the command line, for commands.
 	Command string          `json:"command,omitempty"`
 	Args    json.RawMessage `json:"args,omitempty"`
@@ -50,6 +53,9 @@ type CommandSettings struct {
 	Mode string `json:"mode"`
 	// AllowNetwork lets server_runner commands open network connections.
 	AllowNetwork bool `json:"allow_network"`
+	// Env names environment variables server_runner commands inherit on
+	// top of the command tool's own allow-list.
+	Env []string `json:"env,omitempty"`
 }
 
 // Gatekeeper is the per-workspace policy (engine/policy implements it with

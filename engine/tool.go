@@ -70,8 +70,10 @@ type InvokeRequest struct {
 	// same model response, by workspace-relative path; tools that read
 	// files must prefer it to the disk.
 	Overlay map[string]OverlayFile
-	// Settings are per-call settings from the host, never the model
-	// ("sandbox.network": "allow").
+	// Settings are per-call settings from the host, never the model. The
+	// engine sets, for command tools run by the engine, "sandbox.network"
+	// ("allow" or "deny") and "env.allow" (comma-separated variable names)
+	// from the workspace's CommandSettings.
 	Settings map[string]string
 }
 

@@ -311,6 +311,9 @@ func (t *turn) invoke(ctx context.Context, call ToolCall, spec ToolSpec, cmd *Co
 		if cs.AllowNetwork {
 			settings["sandbox.network"] = "allow"
 		}
+		if len(cs.Env) > 0 {
+			settings["env.allow"] = strings.Join(cs.Env, ",")
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolTimeout)
 	defer cancel()

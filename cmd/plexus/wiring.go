@@ -14,6 +14,7 @@ import (
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/index"
 	"github.com/plexus-agent/plexus/engine/patch"
+	"github.com/plexus-agent/plexus/engine/policy"
 	"github.com/plexus-agent/plexus/engine/receipts"
 	"github.com/plexus-agent/plexus/engine/store"
 	"github.com/plexus-agent/plexus/models/ollama"
@@ -113,17 +114,18 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		return nil, err
 	}
 	eng, err := engine.New(engine.Options{
-		Patcher:   rt.patcher,
-		Patches:   rt.store,
-		Recorder:  receipts.NewRecorder(rt.receipts),
-		Searcher:  idx,
-		Retriever: idx,
-		Models:    models,
-		Tools:     mgr.Toolset(),
-		Model:     ref,
-		Logger:    log,
-		MaxSteps:  g.maxSteps,
-		Chat:      engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
+		Patcher:    rt.patcher,
+		Gatekeeper: policy.NewGatekeeper(rt.store),
+		Patches:    rt.store,
+		Recorder:   receipts.NewRecorder(rt.receipts),
+		Searcher:   idx,
+		Retriever:  idx,
+		Models:     models,
+		Tools:      mgr.Toolset(),
+		Model:      ref,
+		Logger:     log,
+		MaxSteps:   g.maxSteps,
+		Chat:       engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
 	})
 	if err != nil {
 		rt.Close()
