@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -277,8 +278,7 @@ func formatArgs(raw json.RawMessage) string {
 		case string:
 			v = x
 			if strings.ContainsAny(v, " \t\n\"") || v == "" {
-				b, _ := json.Marshal(cut(v, 60))
-				v = string(b)
+				v = strconv.Quote(cut(v, 60)) // unlike JSON, keeps < > & readable
 			}
 		case []any:
 			v = fmt.Sprintf("[%d items]", len(x))
