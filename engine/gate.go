@@ -41,7 +41,13 @@ func (t *turn) gate(ctx context.Context, req ActionRequest, ask ApprovalRequest)
 		t.record(ctx, "denial", dec.Actor, req, "", nil, dec.Reason)
 		return dec, nil
 	case VerdictAllow:
-		return ApprovalDecision{Approved: true, Reason: v.Reason, Actor: "policy"}, nil
+		dec := ApprovalDecision{Approved: true, Reason: v.Reason, Actor: "policy"}
+		if req.Kind != ActionToolCall || req.Spec.NeedsApproval || !req.Spec.ReadOnly {
+			// A rule approved what would otherwise need a person; the
+			// calls of read-only tools are not worth a receipt each.
+			t.record(ctx, "approval", dec.Actor, req, "", nil, dec.Reason)
+		}
+		return dec, nil
 	}
 	dec, err := t.approve(ctx, ask)
 	if err != nil {

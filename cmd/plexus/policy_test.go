@@ -48,6 +48,7 @@ func TestPolicyDeniesCommandEvenWithApproveAll(t *testing.T) {
 	calls := []map[string]any{
 		{"name": "run_command", "arguments": map[string]string{"command": "touch denied.txt"}},
 		{"name": "run_command", "arguments": map[string]string{"command": "echo inside > inside.txt; echo outside > " + outside + "; echo done"}},
+		{"name": "run_command", "arguments": map[string]string{"command": "echo allowed by the policy"}},
 	}
 	line1, _ := json.Marshal(map[string]any{"text": "Running two commands.", "tool_calls": calls})
 	writeFile(t, script, string(line1)+"\n"+
@@ -62,7 +63,7 @@ func TestPolicyDeniesCommandEvenWithApproveAll(t *testing.T) {
 	}
 	_, results, _ := strings.Cut(r.stdout, "RESULTS ")
 	var res []map[string]any
-	if err := json.Unmarshal([]byte(strings.TrimSpace(results)), &res); err != nil || len(res) != 2 {
+	if err := json.Unmarshal([]byte(strings.TrimSpace(results)), &res); err != nil || len(res) != 3 {
 		t.Fatalf("results %q: %v", results, err)
 	}
 	if msg, _ := res[0]["error"].(string); !strings.Contains(msg, "denied by the workspace policy") || !strings.Contains(msg, "never touches files") {
@@ -82,10 +83,18 @@ func TestPolicyDeniesCommandEvenWithApproveAll(t *testing.T) {
 		t.Errorf("allowed command's stdout %q", stdout)
 	}
 
+	// Receipts: the denial by the policy, the approval by --approve-all
+	// and by the policy's allow rule, and the two commands that ran.
 	r = plexus(t, ws, "", env, "receipts", "list")
-	for _, want := range []string{"denial", "policy", "command"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("receipts list lacks %q:\n%s", want, r.stdout)
+	counts := map[string]int{}
+	for line := range strings.Lines(r.stdout) {
+		if f := strings.Fields(line); len(f) >= 4 {
+			counts[f[2]+" "+f[3]]++
+		}
+	}
+	for _, want := range []string{"denial policy", "approval approve-all", "approval policy", "command approve-all", "command policy"} {
+		if counts[want] != 1 {
+			t.Errorf("receipts list has %d receipts %q, want 1:\n%s", counts[want], want, r.stdout)
 		}
 	}
 	if r := plexus(t, ws, "", env, "receipts", "verify"); r.code != 0 {
