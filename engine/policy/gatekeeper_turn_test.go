@@ -1,0 +1,113 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/engine/policy"
+	"github.com/plexus-agent/plexus/models/replay"
+	"github.com/plexus-agent/plexus/tools/shell"
+)
+
+// askingHost answers approvals with answer and counts the questions.
+type askingHost struct {
+	answer func(engine.ApprovalRequest) engine.ApprovalDecision
+	asked  []string
+}
+
+func (h *askingHost) RequestApproval(_ context.Context, r engine.ApprovalRequest) (engine.ApprovalDecision, error) {
+	h.asked = append(h.asked, r.Command.Command)
+	return h.answer(r), nil
+}
+
+// TestRememberedChoicesAcrossTurns runs turns through the engine with the
+// real shell tool and a Gatekeeper on the real store: a command approved
+// with "apply to similar" makes a similar command run without asking in a
+// later turn, and in a new engine on the same database; a command denied
+// with "remember this choice" is denied without asking, and never runs.
+func TestRememberedChoicesAcrossTurns(t *testing.T) {
+	dir := t.TempDir()
+	ws := t.TempDir()
+	script := filepath.Join(t.TempDir(), "script.jsonl")
+	var lines []string
+	for _, cmd := range []string{"go env GOOS", "touch denied.txt", "go env GOARCH", "touch denied.txt", "go env -json GOROOT"} {
+		b, _ := json.Marshal(map[string]any{"text": "running", "tool_calls": []any{
+			map[string]any{"name": "run_command", "arguments": map[string]string{"command": cmd}},
+		}})
+		lines = append(lines, string(b), `{"text": "done"}`)
+	}
+	if err := os.WriteFile(script, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tools := shell.New(shell.Options{Sandbox: shell.SandboxNone})
+	newEngine := func() *engine.Session {
+		eng, err := engine.New(engine.Options{
+			Models: map[string]engine.Model{"replay": replay.New()}, Model: engine.ModelRef{Provider: "replay", Name: script},
+			Tools: tools, Gatekeeper: policy.NewGatekeeper(openStore(t, dir)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := eng.OpenWorkspace(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := eng.NewSession(w, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	h := &askingHost{answer: func(r engine.ApprovalRequest) engine.ApprovalDecision {
+		if strings.HasPrefix(r.Command.Command, "touch") {
+			return engine.ApprovalDecision{Reason: "not this", Remember: true}
+		}
+		return engine.ApprovalDecision{Approved: true, Remember: true, ApplyToSimilar: true}
+	}}
+	sess := newEngine()
+	statuses := map[engine.ToolStatus]int{}
+	run := func(s *engine.Session) {
+		t.Helper()
+		onEvent := func(e engine.Event) {
+			if c, ok := e.Data.(*engine.ToolCallEvent); ok {
+				statuses[c.Status]++
+			}
+		}
+		if _, err := s.Run(t.Context(), engine.TurnInput{Message: "go"}, engine.TurnOptions{Host: h, OnEvent: onEvent}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(sess) // go env GOOS: asked, approved for similar commands (go env *)
+	run(sess) // touch denied.txt: asked, denied and remembered
+	run(sess) // go env GOARCH: allowed by the similar rule
+	if want := []string{"go env GOOS", "touch denied.txt"}; strings.Join(h.asked, "|") != strings.Join(want, "|") {
+		t.Errorf("asked about %q, want %q", h.asked, want)
+	}
+	// A new engine on the same database: the rules were stored.
+	sess = newEngine()
+	// The script walks by the conversation's length, so replay the two
+	// remaining steps in a session that already holds three turns.
+	for range 3 {
+		if _, err := sess.Run(t.Context(), engine.TurnInput{Message: "go"}, engine.TurnOptions{ApproveAll: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.asked = nil
+	clear(statuses)
+	run(sess) // touch denied.txt: denied by the remembered rule
+	run(sess) // go env -json GOROOT: allowed
+	if len(h.asked) != 0 {
+		t.Errorf("asked about %q after the choices were remembered", h.asked)
+	}
+	if statuses[engine.ToolDenied] != 1 || statuses[engine.ToolCompleted] != 1 {
+		t.Errorf("tool call statuses %v; want one denied and one completed", statuses)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "denied.txt")); err == nil {
+		t.Error("denied.txt exists: a denied command ran")
+	}
+}
