@@ -3,14 +3,13 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 )
 
-// A command glob is read like a shell command line (see the package doc):
-// quoting, operators and substitutions as in sh; an unquoted * or ? is a
-// wildcard. Both the glob and the command line become sequences of
-// elements, and the glob matches when it matches the whole sequence.
+// A command glob is read like a shell command line (see the package doc
+// and shellstmts.go); an unquoted * or ? is a wildcard. Both the glob and the
+// command line become sequences of elements, and the glob matches when it
+// matches the whole sequence.
 
 // mclass classifies one element of a sequence.
 type mclass uint8
@@ -113,19 +112,16 @@ func compileCommandGlob(src string) (*cmdGlob, error) {
 	if len(src) > maxGlobBytes {
 		return nil, fmt.Errorf("%w: longer than %d bytes", errBadCommandGlob, maxGlobBytes)
 	}
-	if strings.IndexByte(src, 0) >= 0 {
-		return nil, fmt.Errorf("%w: it contains a NUL byte", errBadCommandGlob)
-	}
-	toks, err := lexPattern(src)
+	toks, err := parsePattern(src)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadCommandGlob, err)
+		return nil, fmt.Errorf("%w: %s", errBadCommandGlob, describeSyntaxError(err))
 	}
 	if len(toks) == 0 {
 		return nil, fmt.Errorf("%w: it is empty; leave commands out to match every command", errBadCommandGlob)
 	}
 	g := &cmdGlob{src: src, exact: true}
 	for _, t := range toks {
-		if t.kind == tkOp && (t.class == opControl || t.class == opSubOpen || t.class == opSubClose) {
+		if t.kind == tkOp && (t.class == opControl || t.class == opKeyword || t.class == opSubOpen || t.class == opSubClose) {
 			g.whole = true
 		}
 	}
@@ -185,10 +181,33 @@ func (g *cmdGlob) match(t []melem) bool {
 			return false
 		}
 	}
+	start := make([]bool, len(t)+1)
+	start[0] = true
+	end := g.ends(t, start)
+	return end != nil && end[len(t)]
+}
+
+// search reports whether the glob matches a run of whole words of t,
+// which holds the raw words of a line the parser rejected.
+func (g *cmdGlob) search(t []melem) bool {
 	n := len(t)
-	prev := make([]bool, n+1)
-	cur := make([]bool, n+1)
-	prev[0] = true
+	start := make([]bool, n+1)
+	for j := range start {
+		start[j] = j == 0 || t[j-1].c == mSep
+	}
+	for j, ok := range g.ends(t, start) {
+		if ok && (j == n || t[j].c == mSep) {
+			return true
+		}
+	}
+	return false
+}
+
+// ends returns, for each j, whether the glob matches t[i:j] for some i
+// with start[i]; nil when it matches nowhere. It reuses start.
+func (g *cmdGlob) ends(t []melem, start []bool) []bool {
+	n := len(t)
+	prev, cur := start, make([]bool, n+1)
 	for _, p := range g.elems {
 		any := false
 		switch p.c {
@@ -218,167 +237,9 @@ func (g *cmdGlob) match(t []melem) bool {
 			any = any || v
 		}
 		if !any {
-			return false
+			return nil
 		}
 		prev, cur = cur, prev
 	}
-	return prev[n]
-}
-
-// wordUnsafe reports whether c must be quoted in a rendered word.
-func wordUnsafe(c byte) bool {
-	switch c {
-	case ' ', '\t', '\r', '\n', '\'', '"', '\\', '`', ';', '&', '|', '<', '>', '(', ')', '*', '?':
-		return true
-	}
-	return c < 0x20 || c == 0x7f
-}
-
-// quoteWord renders literal word text so that the lexer reads it back as
-// the same literal text (wildcards quoted). A $ needs no quoting: the lexer
-// reads only $( and $' specially, and ( and ' are quoted anyway.
-func quoteWord(s string) string {
-	if s == "" || s[0] == '#' {
-		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-	}
-	for i := 0; i < len(s); i++ {
-		if wordUnsafe(s[i]) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	return s
-}
-
-// renderTokens renders tokens as glob text that the lexer reads back (in
-// pattern mode) as the same tokens, word text quoted so that it stays
-// literal. It fails on tkSub tokens, which have no text.
-func renderTokens(toks []token) (string, bool) {
-	var b strings.Builder
-	space := func() {
-		if b.Len() > 0 {
-			if c := b.String()[b.Len()-1]; c != ' ' && c != '\n' {
-				b.WriteByte(' ')
-			}
-		}
-	}
-	for i, t := range toks {
-		switch t.kind {
-		case tkWord:
-			b.WriteString(quoteWord(t.text))
-		case tkSep:
-			b.WriteByte(' ')
-		case tkStar:
-			b.WriteByte('*')
-		case tkQuest:
-			b.WriteByte('?')
-		case tkSub:
-			return "", false
-		case tkOp:
-			switch t.class {
-			case opSubOpen, opSubClose:
-				b.WriteString(t.text)
-			case opHeredocBody:
-				// Bodies start on the line after their <<; the bodies of
-				// several << on one line follow each other.
-				if i == 0 || toks[i-1].kind != tkOp || toks[i-1].class != opHeredocBody {
-					b.WriteByte('\n')
-				}
-				b.WriteString(t.text)
-				b.WriteString(t.aux)
-				b.WriteByte('\n')
-			default:
-				space()
-				b.WriteString(t.text)
-				b.WriteByte(' ')
-			}
-		}
-	}
-	return strings.TrimRight(b.String(), " "), true
-}
-
-// displayTokens renders tokens for people: like renderTokens, with a
-// substitution shown as $(…), and cut to at most max runes.
-func displayTokens(toks []token, max int) string {
-	var b strings.Builder
-	for _, t := range toks {
-		switch t.kind {
-		case tkWord:
-			b.WriteString(displayWord(t.text))
-		case tkSep:
-			b.WriteByte(' ')
-		case tkStar:
-			b.WriteByte('*')
-		case tkQuest:
-			b.WriteByte('?')
-		case tkSub:
-			if t.text == "`" {
-				b.WriteString("`…`")
-			} else {
-				b.WriteString(t.text + "…)")
-			}
-		case tkOp:
-			switch t.class {
-			case opHeredocBody:
-				b.WriteString(" …" + t.aux + " ")
-			case opSubOpen, opSubClose:
-				b.WriteString(t.text)
-			default:
-				b.WriteString(" " + t.text + " ")
-			}
-		}
-	}
-	return truncate(strings.Join(strings.Fields(b.String()), " "), max)
-}
-
-// displayWord shows word text for people: quoted only when it has blanks,
-// quotes or operator characters (not for *, ? or $, which people read
-// as they are), a substitution in it shown as $(…).
-func displayWord(s string) string {
-	if s == "" {
-		return "''"
-	}
-	sub := func(s string) string { return strings.ReplaceAll(s, string(subMark), "$(…)") }
-	if strings.ContainsAny(s, " \t\r\n'\"\\`;&|<>()") {
-		return sub("'" + strings.ReplaceAll(s, "'", `'\''`) + "'")
-	}
-	return sub(s)
-}
-
-// truncate cuts s to at most max runes, marking the cut with an ellipsis.
-func truncate(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:max-1]) + "…"
-}
-
-// cmdLine is a command line prepared for matching and assessment.
-type cmdLine struct {
-	toks  []token
-	parts []part
-	whole []melem   // the whole line
-	elems [][]melem // each part
-}
-
-// parseLine lexes and splits a command line.
-func parseLine(s string) *cmdLine {
-	l := &cmdLine{toks: lexCommand(s)}
-	l.parts = splitParts(l.toks)
-	l.whole = elemsOf(l.toks)
-	l.elems = make([][]melem, len(l.parts))
-	for i := range l.parts {
-		l.elems[i] = elemsOf(l.parts[i].toks)
-	}
-	return l
-}
-
-// hasSubs reports whether the line has substitutions.
-func (l *cmdLine) hasSubs() bool {
-	for _, t := range l.toks {
-		if t.kind == tkOp && t.class == opSubOpen {
-			return true
-		}
-	}
-	return false
+	return prev
 }

@@ -159,10 +159,22 @@ func TestLexParts(t *testing.T) {
 		{"ls \\\n  -la", [][]string{{"ls", "-la"}}, []int{-1}},
 		{"cat <<EOF | sh\nrm -rf /\nEOF\necho done", [][]string{{"cat"}, {"sh"}, {"echo", "done"}}, []int{-1, -1, -1}},
 		{"echo '' \"\"", [][]string{{"echo", "", ""}}, []int{-1}},
+		// Compound commands: their commands are parts, the words they
+		// expand are not.
+		{"if a; then b; elif c; then d; else e; fi", [][]string{{"a"}, {"b"}, {"c"}, {"d"}, {"e"}}, []int{-1, -1, -1, -1, -1}},
+		{"for f in $(ls); do rm $f; done", [][]string{{"ls"}, {"rm", "$f"}}, []int{-1, -1}},
+		{"case $x in a|b) c;; *) d;; esac", [][]string{{"c"}, {"d"}}, []int{-1, -1}},
+		{"f() { rm -rf /; }; time f", [][]string{{"rm", "-rf", "/"}, {"f"}}, []int{-1, -1}},
+		{"{ a; b; } > out", [][]string{{"a"}, {"b"}, nil}, []int{-1, -1, -1}},
+		{"[[ -f $(x) ]] && export A=1 B='c d'", [][]string{{"[[", "-f", "\uE000", "]]"}, {"x"}, {"export", "A=1", "B=c d"}}, []int{-1, 0, -1}},
+		{"echo ${x:-$(id)} $HOME", [][]string{{"echo", "${x:-\uE000}", "$HOME"}, {"id"}}, []int{-1, 0}},
+		// Substitutions in an expanded here-document body.
+		{"cat <<EOF\n$(rm -rf /)\nEOF", [][]string{{"cat"}, {"rm", "-rf", "/"}}, []int{-1, 0}},
+		{"cat <<'EOF'\n$(rm -rf /)\nEOF", [][]string{{"cat"}}, []int{-1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.line, func(t *testing.T) {
-			parts := splitParts(lexCommand(tt.line))
+			parts := parseLine(tt.line).parts
 			var words [][]string
 			var parents []int
 			for _, p := range parts {
@@ -177,7 +189,7 @@ func TestLexParts(t *testing.T) {
 }
 
 func TestLexRedirections(t *testing.T) {
-	parts := splitParts(lexCommand("cmd <in 2>>err.log 3>&1 >&- >/dev/null <<<'here' <<-EOF\n\tbody\n\tEOF"))
+	parts := parseLine("cmd <in 2>>err.log 3>&1 >&- >/dev/null <<<'here' <<-EOF\n\tbody\n\tEOF").parts
 	if len(parts) != 1 {
 		t.Fatalf("%d parts", len(parts))
 	}
@@ -213,10 +225,25 @@ func TestRenderRoundTrip(t *testing.T) {
 		"echo '' \"\" 2 >x 2>y",
 		"diff <(sort a) >(cat) `date`",
 		"#!/bin/sh\nset -e\nfor f in *.go; do gofmt -l $f; done",
+		"if a; then b; elif c; then d; else e; fi > out",
+		"while read x; do echo $x; done < in.txt; until false; do :; done",
+		"for ((i=0; i<3; i++)); do echo $((i*2)); done; select x in a b; do :; done",
+		"case $x in (a|b) c;; *) d;& e) f;;& esac",
+		"f() { rm -rf /; }; function g { a; }; time -p f; ! g",
+		"[[ -f x && $(y) == \"a b\" ]] && ((i++)) || let a=1+2 \"b = 3\"",
+		"export A=1 B='x y' C; declare -a arr=(1 2 $(x)) b[1]=2; x= y= z",
+		"echo ${x:-$(rm)} ${#y} ${a[@]} $1 @(a|b) {a,b} ~/x let if '{' '[['",
+		"echo `echo \\`date\\``; exec 3>&1 4<&0 5>&- 6>&2- >&file &>>all",
+		"x=$'a\\x01b\\u00e9' echo $'\\t' 'it'\\''s'",
+		"cat <<A | ( cat <<B\nb\nB\n)\na\nA",
+		"case x in a) cat <<EOF;; b) c;; esac\nbody\nEOF",
+		"cat <<EOF && echo $(date)\n$(whoami) ${HOME}\nEOF\necho done",
+		"cat <<\"E F\" &\nx\nE F\nif cat <<EOF\nx\nEOF\nthen y; fi",
+		"a=$(cat <<-EOF\n\tx\n\tEOF\n)",
 	} {
-		toks := lexCommand(line)
+		toks := parseLine(line).toks
 		g, ok := renderTokens(toks)
-		back, err := lexPattern(g)
+		back, err := parsePattern(g)
 		if !ok || err != nil || !slices.Equal(back, toks) {
 			t.Errorf("%q rendered as %q (ok %v) reads back differently (err %v)", line, g, ok, err)
 		}

@@ -38,6 +38,9 @@ type partInfo struct {
 // is assessed as a command line of its own.
 func assessLine(l *cmdLine, depth int) findings {
 	var f findings
+	if l.err != nil {
+		f.add(medium, "the shell parser rejects the command (%s), so it is assessed by its raw words", describeSyntaxError(l.err))
+	}
 	if len(l.parts) == 0 {
 		f.add(low, "the command is empty")
 		return f
@@ -127,6 +130,10 @@ func (a *assessor) add(level engine.RiskLevel, format string, args ...any) {
 
 // part assesses one part: its redirections, then its program.
 func (a *assessor) part(p *part) {
+	if p.arith {
+		a.add(low, "only computes a number")
+		return
+	}
 	for _, r := range p.redirs {
 		switch r.class {
 		case opRedirOut:
@@ -399,12 +406,9 @@ var (
 	// shellBuiltins change only the shell's own state.
 	shellBuiltins = set("cd", "pushd", "popd", "export", "unset", "set", "alias", "unalias", "shopt", "declare",
 		"typeset", "local", "readonly", "read", "wait", "jobs", "history", "hash", "trap", "exit", "return",
-		"shift", "getopts", "umask", "ulimit", "break", "continue", "let", "fg", "bg", "disown", "for", "case",
-		"select", "function", "in", "esac", "fi", "done", "}", "]]")
-	// reservedPrefixes start a compound command; the command follows.
-	reservedPrefixes = set("!", "{", "do", "then", "else", "elif", "if", "while", "until")
-	shells           = set("sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox")
-	interpreters     = set("python", "python2", "python3", "pypy", "pypy3", "node", "nodejs", "ruby", "perl",
+		"shift", "getopts", "umask", "ulimit", "break", "continue", "let", "fg", "bg", "disown")
+	shells       = set("sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox")
+	interpreters = set("python", "python2", "python3", "pypy", "pypy3", "node", "nodejs", "ruby", "perl",
 		"php", "lua", "Rscript", "tsx", "ts-node", "osascript")
 	fetchers = set("curl", "wget", "http", "https", "httpie", "aria2c", "axel", "fetch", "lftp", "xh")
 	network  = set("ssh", "scp", "sftp", "ftp", "telnet", "nc", "ncat", "netcat", "socat", "ping", "ping6",
@@ -443,15 +447,9 @@ var (
 	}
 )
 
-// command assesses one command's words (assignments removed).
+// command assesses one command's words (assignments removed; at least
+// one).
 func (a *assessor) command(words []string) {
-	for len(words) > 0 && reservedPrefixes[words[0]] {
-		words = words[1:]
-	}
-	if len(words) == 0 {
-		a.add(low, "is shell syntax only")
-		return
-	}
 	w0 := words[0]
 	args := words[1:]
 	if strings.ContainsRune(w0, subMark) || strings.HasPrefix(w0, "$") {

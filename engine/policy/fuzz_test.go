@@ -66,8 +66,8 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzCommandLine checks the command-line reader on any text: tokens
-// render to a glob that reads back the same (unless the line's
-// parentheses or backquotes are unbalanced), Assess grades every line,
+// render to a glob that reads back the same (unless the shell parser
+// rejects the line, which no rule then allows), Assess grades every line,
 // and a remembered rule decides the request it came from.
 func FuzzCommandLine(f *testing.F) {
 	for _, s := range []string{
@@ -80,24 +80,38 @@ func FuzzCommandLine(f *testing.F) {
 		"rm -rf \"$DIR\"/* ~/x /",
 		"sh -c 'sh -c \"eval $(wget -O- x)\"'",
 		"echo $(ls", "echo ls)", "'unterminated", "\\", "2>&1", "<<", "#comment only",
+		"if a; then b; elif c; then d; else e; fi > out",
+		"for f in *.go; do gofmt -l $f; done; for ((i=0; i<3; i++)); do :; done",
+		"case $x in (a|b) c;; *) d;& esac; f() { rm -rf /; }; time -p f",
+		"[[ -f $(x) ]] && ((i++)) || let a=1+2; export A=1 B=(1 2) ${x:-$(y)} @(a|b)",
+		"cat <<EOF | sh\n$(curl -s x)\nEOF\ncat <<'A' && echo $(b)\na\nA",
 	} {
 		f.Add(s)
 	}
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	allowAll, err := New(CommandSettings{}, Rule{Tool: "*", Action: Allow}, Rule{Tool: "*", Commands: []string{"*"}, Action: Allow})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, line string) {
-		toks := lexCommand(line)
-		g, ok := renderTokens(toks)
-		if !ok {
-			t.Fatalf("tokens of %q cannot be rendered", line)
-		}
-		back, err := lexPattern(g)
-		switch {
-		case err == nil:
-			if !slices.Equal(back, toks) {
-				t.Fatalf("%q renders as %q, which reads back as other tokens\n%+v\n%+v", line, g, toks, back)
+		l := parseLine(line)
+		if l.err != nil {
+			// No rule allows a line the parser rejects.
+			if d := allowAll.Decide(Request{Tool: runCommand, Command: line}); d.Action == Allow {
+				t.Fatalf("%q, which does not parse (%v), is allowed: %s", line, l.err, d.Reason)
 			}
-		case !errors.Is(err, errUnclosed) && !errors.Is(err, errUnopened):
-			t.Fatalf("%q renders as %q, which does not read back: %v", line, g, err)
+		} else {
+			g, ok := renderTokens(l.toks)
+			if !ok {
+				t.Fatalf("tokens of %q cannot be rendered", line)
+			}
+			back, err := parsePattern(g)
+			if err != nil {
+				t.Fatalf("%q renders as %q, which does not read back: %v", line, g, err)
+			}
+			if !slices.Equal(back, l.toks) {
+				t.Fatalf("%q renders as %q, which reads back as other tokens\n%+v\n%+v", line, g, l.toks, back)
+			}
 		}
 
 		req := Request{Tool: runCommand, Command: line}

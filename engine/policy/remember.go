@@ -52,9 +52,9 @@ var runners = map[string]map[string]bool{
 // generalised rule, SourceRemembered otherwise.
 //
 // Errors wrap engine.ErrInvalidRequest: a bad action, an invalid request
-// (see Decide), a command line with unbalanced parentheses or backquotes
-// that cannot be written as a glob, or a rule that would break the limits
-// of a rule (globs of at most 4096 bytes, at most 256 paths).
+// (see Decide), a command line the shell parser rejects (unbalanced quotes
+// or parentheses, syntax errors), or a rule that would break the limits of
+// a rule (globs of at most 4096 bytes, at most 256 paths).
 func RememberedRule(req Request, action Action, similar bool, now time.Time) (Rule, error) {
 	if !action.valid() {
 		return Rule{}, fmt.Errorf("remember: %w: action %q is not %q, %q or %q", engine.ErrInvalidRequest, action, Allow, Ask, Deny)
@@ -65,6 +65,9 @@ func RememberedRule(req Request, action Action, similar bool, now time.Time) (Ru
 	}
 	if r.line != nil && len(r.line.whole) > maxMatchElems {
 		return Rule{}, fmt.Errorf("remember: %w: the command line is too long to remember (more than %d characters)", engine.ErrInvalidRequest, maxMatchElems)
+	}
+	if r.line != nil && r.line.err != nil {
+		return Rule{}, fmt.Errorf("remember: %w: the command line cannot be remembered: the shell parser rejects it: %s", engine.ErrInvalidRequest, describeSyntaxError(r.line.err))
 	}
 	general := similar && action != Deny
 	rule := Rule{Tool: escapeGlob(r.tool), Action: action, Source: SourceRemembered, Created: now}
@@ -120,7 +123,7 @@ func (p *Policy) Remember(req Request, action Action, similar bool) (Rule, error
 // exactCommand is the glob for exactly line.
 func exactCommand(line *cmdLine) (string, error) {
 	g, ok := renderTokens(line.toks)
-	back, err := lexPattern(g)
+	back, err := parsePattern(g)
 	if !ok || err != nil || !slices.Equal(back, line.toks) {
 		why := "it cannot be written as a glob"
 		if err != nil {

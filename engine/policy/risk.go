@@ -78,7 +78,9 @@ func (f findings) risk(reversible bool) engine.Risk {
 //
 //   - A command line (Request.Command) is graded by its parts (see the
 //     package doc, "Command risk"), the worst part deciding; the tool's
-//     declared risk is its worst case and is not used.
+//     declared risk is its worst case and is not used. A command line the
+//     shell parser rejects is at least medium, with a reason quoting the
+//     parser's error.
 //   - A tool call of a read-only tool is low, unless it reads a file that
 //     commonly holds secrets (medium: the contents go to the model).
 //   - A tool call that changes files is medium (not reversible: the
@@ -96,8 +98,13 @@ func (f findings) risk(reversible bool) engine.Risk {
 //
 // Reversible is true for low risk and for patch applies.
 func Assess(req Request) engine.Risk {
-	var f findings
 	r, err := prepare(req)
+	return assess(r, err)
+}
+
+// assess is Assess of a request prepare returned (with its error).
+func assess(r *request, err error) engine.Risk {
+	var f findings
 	if err != nil {
 		f.add(engine.RiskHigh, "%s", err.Error())
 		return f.risk(false)

