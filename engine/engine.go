@@ -223,6 +223,28 @@ func (e *Engine) Session(id string) (*Session, error) {
 	return s, nil
 }
 
+// CloseSession forgets the session with id and its history, waiting for
+// its running turn, if any, to end (cancel it first to not wait long);
+// ctx bounds the wait. Front-ends that run one turn per session (the task
+// front-end) call it so that sessions do not accumulate. Errors:
+// ErrNotFound for an unknown id, ctx.Err() when ctx ends first.
+func (e *Engine) CloseSession(ctx context.Context, id string) error {
+	s, err := e.Session(id)
+	if err != nil {
+		return err
+	}
+	select {
+	case s.turnLock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	e.mu.Lock()
+	delete(e.sessions, id)
+	e.mu.Unlock()
+	<-s.turnLock
+	return nil
+}
+
 // CurrentModel is the model turns use unless their input names another.
 func (e *Engine) CurrentModel() ModelRef {
 	e.mu.Lock()

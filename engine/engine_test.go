@@ -654,3 +654,24 @@ func TestRetrievalStage(t *testing.T) {
 		t.Errorf("events after a failed retrieval: %v", got)
 	}
 }
+
+func TestCloseSession(t *testing.T) {
+	e := newFixture(t, engine.Options{}, step{text: "answer"}).eng
+	ws, err := e.OpenWorkspace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.NewSession(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.CloseSession(t.Context(), s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Session(s.ID()); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("Session after CloseSession: %v, want ErrNotFound", err)
+	}
+	if err := e.CloseSession(t.Context(), s.ID()); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("second CloseSession: %v, want ErrNotFound", err)
+	}
+}

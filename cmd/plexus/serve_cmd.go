@@ -1,42 +1,67 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/plexus-agent/plexus/engine/index"
 	"github.com/plexus-agent/plexus/transports/ndjson"
+	"github.com/plexus-agent/plexus/transports/task"
 )
 
 func newServeCmd(g *globalFlags) *cobra.Command {
-	var transport string
+	var transport, addr, zuRoot string
 	var watch bool
+	var concurrency int
 	cmd := &cobra.Command{
-		Use:   "serve --transport ndjson",
+		Use:   "serve --transport ndjson|task",
 		Short: "Serve the engine to a client over a front-end protocol",
 		Long: `Serve the engine to a client program.
 
 Transports:
   ndjson   newline-delimited JSON on stdin/stdout (protocols/ndjson-stdio.md),
            for the desktop shell; logs go to stderr, never stdout.
+  task     HTTP task front-end (protocols/http-task-receipts.md): POST
+           /api/task/process on --addr (default 127.0.0.1:8080) runs one
+           turn per task and answers with the result and the path of the
+           signed receipt it appended under
+           {ZU_ROOT}/ide/receipts/{repoId}/{yyyy}/{mm}/receipts.jsonl
+           (--zu-root, default $ZU_ROOT, else the data directory).
+           Read them with plexus receipts list|show|verify --repo ID.
 
 The server embeds new code chunks in the background with the embedding
 model; --watch also keeps the index current as files change.
 
-The ndjson protocol cannot ask for approvals: calls that need one (file
-writes, commands) are denied unless --approve-all is given. SIGTERM (or
-closing stdin) shuts down gracefully: running turns end with a response.`,
+Neither protocol can ask for approvals: calls that need one (file
+writes, commands) are denied unless --approve-all is given (ndjson; the
+task front-end never approves). SIGTERM (or closing stdin, for ndjson)
+shuts down gracefully: running turns end with a response.`,
 		Example: `  echo '{"id":"1","kind":"user_message","message":"Give me a tour"}' | \
-    plexus serve --transport ndjson --model replay:examples/replay/tour.jsonl`,
+    plexus serve --transport ndjson --model replay:examples/replay/tour.jsonl
+
+  ZU_ROOT=~/.zu plexus serve --transport task --model ollama:qwen2.5-coder:7b
+  curl -s localhost:8080/api/task/process -d '{"task": {"id": "t1", "type": "code_review",
+    "data": {"file_path": "main.go"}}, "repoId": "my-repo"}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch transport {
-			case "ndjson":
+			case "ndjson", "task":
 			case "":
-				return usageErr("--transport is required: ndjson")
+				return usageErr("--transport is required: ndjson or task")
 			default:
-				return usageErr("transport %q is not available; available: ndjson", transport)
+				return usageErr("transport %q is not available; available: ndjson, task", transport)
+			}
+			if transport != "task" && (cmd.Flags().Changed("addr") || cmd.Flags().Changed("concurrency") || cmd.Flags().Changed("zu-root")) {
+				return usageErr("--addr, --concurrency and --zu-root are for --transport task")
 			}
 			g.longRunning = true
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), true, nil)
@@ -60,6 +85,9 @@ closing stdin) shuts down gracefully: running turns end with a response.`,
 					}
 				}()
 			}
+			if transport == "task" {
+				return serveTask(cmd.Context(), cmd.ErrOrStderr(), rt, taskFlags{addr: addr, zuRoot: zuRoot, dataDir: g.dataDir, concurrency: concurrency})
+			}
 			srv := ndjson.New(ndjson.Options{
 				Engine: rt.engine, Workspace: rt.workspace, ApproveAll: g.approveAll, Logger: rt.log,
 			})
@@ -69,8 +97,91 @@ closing stdin) shuts down gracefully: running turns end with a response.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson")
+	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson or task")
+	cmd.Flags().StringVar(&addr, "addr", task.DefaultAddr, "task: the address to listen on (host:port)")
+	cmd.Flags().StringVar(&zuRoot, "zu-root", os.Getenv("ZU_ROOT"), "task: storage root of the receipts (default $ZU_ROOT, else the data directory)")
+	cmd.Flags().IntVar(&concurrency, "concurrency", 2, "task: tasks processed at once; the others wait, by priority")
 	cmd.Flags().BoolVar(&g.approveAll, "approve-all", false, "approve every call that needs approval (file writes, commands)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "keep the workspace index current as files change (fsnotify)")
 	return cmd
+}
+
+type taskFlags struct {
+	addr, zuRoot, dataDir string
+	concurrency           int
+}
+
+// serveTask serves the task front-end until ctx ends (SIGTERM, SIGINT),
+// then shuts down within 10 s: running tasks finish or are cancelled.
+func serveTask(ctx context.Context, stderr io.Writer, rt *runtime, f taskFlags) error {
+	if f.concurrency < 1 {
+		return usageErr("--concurrency must be at least 1")
+	}
+	host, _, err := net.SplitHostPort(f.addr)
+	if err != nil {
+		return usageErr("--addr %q: %v (use host:port, like 127.0.0.1:8080)", f.addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		// The contract is localhost-only and has no authentication.
+		return usageErr("--addr %q is not a loopback address; the task protocol has no authentication, so it only listens on localhost (127.0.0.1, ::1)", f.addr)
+	}
+	if f.zuRoot == "" {
+		f.zuRoot = f.dataDir
+	}
+	srv, err := task.New(task.Options{
+		Engine: rt.engine, Workspace: rt.workspace, ZURoot: f.zuRoot, Concurrency: f.concurrency,
+		Ready: modelReady(rt), Logger: rt.log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("listen on %s: %w (is another server using the port? choose another with --addr)", f.addr, err)
+	}
+	// One line on stderr (stdout stays empty), so that a person or a
+	// supervisor sees where to send tasks.
+	fmt.Fprintf(stderr, "plexus: serving tasks on http://%s%s with %s; receipts under %s\n",
+		ln.Addr(), task.ProcessPath, rt.engine.CurrentModel(), filepath.Join(f.zuRoot, "ide", "receipts"))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		srv.Close()
+		return err
+	case <-ctx.Done():
+	}
+	grace, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(grace); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return <-done
+}
+
+// modelReady reports whether the current model's provider answers (it
+// lists its models), remembering the answer for 5 s so that a burst of
+// tasks asks the provider once.
+func modelReady(rt *runtime) func(context.Context) error {
+	var mu sync.Mutex
+	var checked time.Time
+	var last error
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(checked) < 5*time.Second {
+			return last
+		}
+		ref := rt.engine.CurrentModel()
+		if ref.IsZero() {
+			last = errors.New("no model is configured (start plexus serve with --model)")
+		} else if _, err := rt.engine.ListModels(ctx, ref.Provider); err != nil {
+			last = fmt.Errorf("the model provider %s cannot be reached: %v", ref.Provider, err)
+		} else {
+			last = nil
+		}
+		checked = time.Now()
+		return last
+	}
 }
