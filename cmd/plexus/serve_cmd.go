@@ -63,6 +63,9 @@ shuts down gracefully: running turns end with a response.`,
 			if transport != "task" && (cmd.Flags().Changed("addr") || cmd.Flags().Changed("concurrency") || cmd.Flags().Changed("zu-root")) {
 				return usageErr("--addr, --concurrency and --zu-root are for --transport task")
 			}
+			if transport == "task" && g.approveAll {
+				return usageErr("--approve-all is not available with --transport task: a task is never allowed to write files or run commands")
+			}
 			g.longRunning = true
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), true, nil)
 			if err != nil {
