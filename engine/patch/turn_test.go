@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -347,4 +348,43 @@ func TestEditEscapesRefused(t *testing.T) {
 		t.Error("a file was written outside the workspace")
 	}
 	_ = bytes.Equal
+}
+
+// TestHunkScopeAppliesOnlyApprovedHunks approves one of two hunks of one
+// file through a turn: exactly that hunk is written, the set is partially
+// applied, and undo restores the file.
+func TestHunkScopeAppliesOnlyApprovedHunks(t *testing.T) {
+	var lines []string
+	for i := range 40 {
+		lines = append(lines, fmt.Sprintf("line %d\n", i))
+	}
+	orig := strings.Join(lines, "")
+	edited := strings.Replace(strings.Replace(orig, "line 2\n", "line two\n", 1), "line 35\n", "line thirty-five\n", 1)
+	r := newRig(t, map[string]string{"notes.txt": orig},
+		line(t, map[string]any{"text": "Two edits.", "tool_calls": []any{
+			call("c1", "write_file", map[string]any{"path": "notes.txt", "content": edited}),
+		}}),
+		line(t, map[string]any{"text": "Done."}))
+	h := &host{answer: func(req engine.ApprovalRequest) engine.ApprovalDecision {
+		return engine.ApprovalDecision{Approved: true, Scope: "hunk", Hunks: map[string][]int{"notes.txt": {1}}}
+	}}
+	_, events := r.run(t, h, "edit notes")
+	if len(h.asked) != 1 || len(h.asked[0].PatchSet.Files) != 1 || len(h.asked[0].PatchSet.Files[0].Hunks) != 2 {
+		t.Fatalf("asked %+v; want one file with two hunks", h.asked)
+	}
+	var result *engine.PatchResultEvent
+	for _, e := range events {
+		if d, ok := e.(*engine.PatchResultEvent); ok {
+			result = d
+		}
+	}
+	if result == nil || result.Status != engine.PatchPartiallyApplied {
+		t.Fatalf("result %+v; want partially applied", result)
+	}
+	if got, want := r.read(t, "notes.txt"), strings.Replace(orig, "line 35\n", "line thirty-five\n", 1); got != want {
+		t.Errorf("notes.txt = %q, want only the second hunk applied", got)
+	}
+	if _, err := r.eng.Undo(context.Background(), r.ws, "", false); err != nil || r.read(t, "notes.txt") != orig {
+		t.Errorf("undo: %v; file %q", err, r.read(t, "notes.txt"))
+	}
 }

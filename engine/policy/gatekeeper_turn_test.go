@@ -111,3 +111,87 @@ func TestRememberedChoicesAcrossTurns(t *testing.T) {
 		t.Error("denied.txt exists: a denied command ran")
 	}
 }
+
+// clientTerminal is a Host that runs commands itself (the VS Code
+// terminal of local_terminal mode) and approves everything.
+type clientTerminal struct {
+	ran []engine.CommandRequest
+}
+
+func (c *clientTerminal) RequestApproval(context.Context, engine.ApprovalRequest) (engine.ApprovalDecision, error) {
+	return engine.ApprovalDecision{Approved: true}, nil
+}
+
+func (c *clientTerminal) RunCommand(_ context.Context, req engine.CommandRequest) (engine.CommandResult, error) {
+	c.ran = append(c.ran, req)
+	return engine.CommandResult{ExitCode: 3, Stdout: "from the client\n"}, nil
+}
+
+// TestCommandModeRoutesCommands checks the policy's execution mode: in
+// local_terminal mode a Host that runs commands gets the command (the
+// engine's own runner does not run it); in server_runner mode the engine
+// runs it even though the Host could.
+func TestCommandModeRoutesCommands(t *testing.T) {
+	ws := t.TempDir()
+	script := filepath.Join(t.TempDir(), "script.jsonl")
+	step := `{"text": "running", "tool_calls": [{"name": "run_command", "arguments": {"command": "touch made.txt"}}]}` + "\n" +
+		`{"text": "{{ json (.Result \"run_command\") }}"}` + "\n"
+	if err := os.WriteFile(script, []byte(step+step), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gk := policy.NewGatekeeper(openStore(t, t.TempDir()))
+	eng, err := engine.New(engine.Options{
+		Models: map[string]engine.Model{"replay": replay.New()}, Model: engine.ModelRef{Provider: "replay", Name: script},
+		Tools: shell.New(shell.Options{Sandbox: shell.SandboxNone}), Gatekeeper: gk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := eng.OpenWorkspace(ws)
+	sess, _ := eng.NewSession(w, "")
+	host := &clientTerminal{}
+	run := func() (string, []engine.EventData) {
+		t.Helper()
+		var events []engine.EventData
+		res, err := sess.Run(t.Context(), engine.TurnInput{Message: "go"}, engine.TurnOptions{Host: host,
+			OnEvent: func(e engine.Event) { events = append(events, e.Data) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Message, events
+	}
+
+	if err := gk.SetPolicy(t.Context(), w.ID, json.RawMessage(`{"version": 1, "commands": {"mode": "local_terminal"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	msg, events := run()
+	if len(host.ran) != 1 || host.ran[0].Command != "touch made.txt" || host.ran[0].WorkingDir != w.Root {
+		t.Errorf("the client ran %+v; want touch made.txt in %s", host.ran, w.Root)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made.txt")); err == nil {
+		t.Error("made.txt exists: the engine ran the command although the client runs commands")
+	}
+	if !strings.Contains(msg, `"exit_code":3`) || !strings.Contains(msg, "from the client") {
+		t.Errorf("the model saw %s; want the client's result", msg)
+	}
+	sawRequest := false
+	for _, e := range events {
+		if _, ok := e.(*engine.CommandRequestEvent); ok {
+			sawRequest = true
+		}
+	}
+	if !sawRequest {
+		t.Error("no command_request event in local_terminal mode")
+	}
+
+	if err := gk.SetPolicy(t.Context(), w.ID, json.RawMessage(`{"version": 1, "commands": {"mode": "server_runner"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	msg, _ = run()
+	if len(host.ran) != 1 {
+		t.Errorf("the client ran %d commands in server_runner mode, want none more", len(host.ran)-1)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made.txt")); err != nil || !strings.Contains(msg, `"exit_code":0`) {
+		t.Errorf("server_runner: made.txt %v, result %s; want the engine to run it", err, msg)
+	}
+}
