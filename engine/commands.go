@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 )
 
@@ -51,6 +52,18 @@ func (t *turn) runOnClient(ctx context.Context, runner CommandRunner, req Comman
 		"command": req.Command, "exit_code": res.ExitCode, "stdout": res.Stdout, "stderr": res.Stderr,
 		"duration_ms": res.Duration.Milliseconds(), "ran_in": "the client's terminal",
 	}, fmt.Sprintf("exit %d in %s (client terminal)", res.ExitCode, res.Duration.Round(time.Millisecond)))
+}
+
+// commandDir is the directory a command call runs in: its "cwd" argument
+// inside root (cleaned lexically, so it cannot climb out), or root.
+func commandDir(root string, args json.RawMessage) string {
+	var a struct {
+		Cwd string `json:"cwd"`
+	}
+	if json.Unmarshal(args, &a) != nil || a.Cwd == "" {
+		return root
+	}
+	return filepath.Join(root, filepath.Clean("/"+filepath.FromSlash(a.Cwd)))
 }
 
 // withPatch adds what became of an edit call's proposal to its result.

@@ -52,6 +52,9 @@ func (*PatchResultEvent) EventKind() string   { return "patch_result" }
 type response struct {
 	edits   []FileEdit
 	callIDs []string
+	// proposers are the tools whose calls proposed edits, in call order,
+	// with the paths each one's edits touch.
+	proposers []proposer
 	// notes are the rationale and acceptance criteria the edit calls gave.
 	rationale []string
 	criteria  []string
@@ -60,10 +63,24 @@ type response struct {
 
 func newResponse() *response { return &response{overlay: map[string]OverlayFile{}} }
 
+// proposer is an edit tool of a response and the paths it edited.
+type proposer struct {
+	tool  string
+	paths map[string]bool
+}
+
 // addEdits records an edit call's edits and updates the overlay.
 func (r *response) addEdits(call ToolCall, edits []FileEdit) {
 	r.edits = append(r.edits, edits...)
 	r.callIDs = append(r.callIDs, call.ID)
+	i := slices.IndexFunc(r.proposers, func(p proposer) bool { return p.tool == call.Name })
+	if i < 0 {
+		r.proposers = append(r.proposers, proposer{tool: call.Name, paths: map[string]bool{}})
+		i = len(r.proposers) - 1
+	}
+	for _, e := range edits {
+		r.proposers[i].paths[e.Path] = true
+	}
 	var a struct {
 		Rationale          string   `json:"rationale"`
 		AcceptanceCriteria []string `json:"acceptance_criteria"`
@@ -113,7 +130,7 @@ func (t *turn) applyEdits(ctx context.Context, r *response, assistantText string
 	}
 	paths := setPaths(set)
 	req := ActionRequest{Kind: ActionPatchApply, Tool: "apply_patch", Paths: paths, Deletes: setDeletes(set), Args: patchArgs(set)}
-	v := t.decide(ctx, req)
+	v := t.decidePatch(ctx, req, set, r.proposers)
 	t.emit(&PatchProposedEvent{Set: *set, RequiresApproval: v.Action == VerdictAsk})
 
 	sel, reason, actor := PatchSelection{}, "", "policy"
@@ -122,6 +139,7 @@ func (t *turn) applyEdits(ctx context.Context, r *response, assistantText string
 		reason = "denied by the workspace policy: " + v.Reason
 	case VerdictAllow:
 		sel, reason = PatchSelection{All: true}, v.Reason
+		t.record(ctx, "approval", actor, req, setHash(set, sel), nil, reason)
 	default:
 		dec, err := t.gate(ctx, req, ApprovalRequest{
 			ID: newID("apr"), Tool: "apply_patch", Args: req.Args,
@@ -271,6 +289,65 @@ func setPaths(set *PatchSet) []string {
 		out = append(out, f.Path)
 	}
 	return out
+}
+
+// decidePatch asks the policy about applying set once per edit tool that
+// proposed part of it, naming the tool, for the files that tool edited, so
+// that rules naming write_file, edit_file or delete_file judge the change
+// itself: the paths the patch writes, as a change (policy.Gatekeeper also
+// applies "patch_apply" rules to each). The worst answer wins (deny, then
+// ask); the risk is the highest of them.
+func (t *turn) decidePatch(ctx context.Context, req ActionRequest, set *PatchSet, proposers []proposer) Verdict {
+	if len(proposers) == 0 {
+		return t.decide(ctx, req)
+	}
+	var v Verdict
+	for i, p := range proposers {
+		sub := req
+		sub.Tool, sub.Spec = p.tool, t.specs[p.tool]
+		sub.Paths, sub.Deletes = nil, nil
+		for _, f := range set.Files {
+			if p.paths[f.Path] {
+				sub.Paths = append(sub.Paths, f.Path)
+				if f.Op == "delete" {
+					sub.Deletes = append(sub.Deletes, f.Path)
+				}
+			}
+		}
+		if len(sub.Paths) == 0 {
+			continue
+		}
+		w := t.decide(ctx, sub)
+		if i == 0 || verdictRank(w.Action) > verdictRank(v.Action) {
+			w.Risk = higherRisk(w.Risk, v.Risk)
+			v = w
+		} else {
+			v.Risk = higherRisk(v.Risk, w.Risk)
+		}
+	}
+	return v
+}
+
+func verdictRank(action string) int {
+	switch action {
+	case VerdictDeny:
+		return 2
+	case VerdictAsk:
+		return 1
+	}
+	return 0
+}
+
+// higherRisk returns the riskier of a and b (a when they are level).
+func higherRisk(a, b Risk) Risk {
+	if riskRank(b.Level) > riskRank(a.Level) {
+		return b
+	}
+	return a
+}
+
+func riskRank(l RiskLevel) int {
+	return slices.Index([]RiskLevel{RiskLow, RiskMedium, RiskHigh, RiskCritical}, l)
 }
 
 // setDeletes lists the paths a set deletes.

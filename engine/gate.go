@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -17,8 +20,9 @@ func (t *turn) decide(ctx context.Context, req ActionRequest) Verdict {
 		if err == nil {
 			return v
 		}
-		// A policy that cannot be read must not open the gates.
-		return Verdict{Action: VerdictAsk, Reason: "the workspace policy could not be read (" + err.Error() + "); asking", Risk: risk}
+		// A policy that cannot be read must not open the gates, not even
+		// to approve-all.
+		return Verdict{Action: VerdictDeny, Reason: "the workspace policy could not be read (" + err.Error() + "); fix or replace it (plexus policy show, plexus policy set)", Risk: risk}
 	}
 	switch {
 	case req.Kind == ActionPatchApply:
@@ -58,7 +62,21 @@ func (t *turn) gate(ctx context.Context, req ActionRequest, ask ApprovalRequest)
 		kind = "denial"
 	}
 	t.record(ctx, kind, dec.Actor, req, "", nil, dec.Reason)
-	if (dec.Remember || dec.ApplyToSimilar) && t.e.opts.Gatekeeper != nil {
+	remember := (dec.Remember || dec.ApplyToSimilar) && t.e.opts.Gatekeeper != nil
+	if remember && ask.PatchSet != nil && dec.Approved {
+		// Remember what was approved: the chosen files, not the whole
+		// set; nothing when none of the set's files was chosen.
+		if sel := selection(dec); !sel.All {
+			req.Paths, req.Deletes = nil, nil
+			for _, f := range ask.PatchSet.Files {
+				if slices.Contains(sel.Files, f.Path) || len(sel.Hunks[f.Path]) > 0 {
+					req.Paths = append(req.Paths, f.Path)
+				}
+			}
+			remember = len(req.Paths) > 0
+		}
+	}
+	if remember {
 		if err := t.e.opts.Gatekeeper.Remember(ctx, t.s.workspace.ID, req, dec.Approved, dec.ApplyToSimilar); err != nil {
 			t.emit(&ErrorEvent{Code: CodeInternal, Message: "remembering the decision failed: " + err.Error(), Recoverable: true})
 		}
@@ -109,8 +127,49 @@ func (t *turn) record(ctx context.Context, kind, actor string, req ActionRequest
 }
 
 // callPaths returns the workspace paths a call's arguments name ("path",
-// "file_path", "paths", "cwd"), for policy decisions before the call runs.
-func callPaths(args json.RawMessage) []string {
+// "file_path", "paths", "cwd"), for policy decisions before the call runs,
+// each followed by the path it leads to through symlinks inside root when
+// that differs, so that a rule on secret/** also judges a link to it.
+func callPaths(root string, args json.RawMessage) []string {
+	var out []string
+	for _, p := range namedPaths(args) {
+		out = append(out, p)
+		if real := realPath(root, p); real != "" && real != p {
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// realPath is p (workspace-relative) with symlinks resolved, relative to
+// root; "" when it cannot be resolved or leads outside root (the tools
+// refuse those paths themselves).
+func realPath(root, p string) string {
+	r, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return ""
+	}
+	full, err := filepath.EvalSymlinks(filepath.Join(r, filepath.FromSlash(p)))
+	if err != nil {
+		if !os.IsNotExist(err) {
+			return ""
+		}
+		// A file to be created: resolve its directory.
+		dir, derr := filepath.EvalSymlinks(filepath.Join(r, filepath.Dir(filepath.FromSlash(p))))
+		if derr != nil {
+			return ""
+		}
+		full = filepath.Join(dir, filepath.Base(p))
+	}
+	rel, err := filepath.Rel(r, full)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return ""
+	}
+	return filepath.ToSlash(rel)
+}
+
+// namedPaths returns the paths a call's arguments name.
+func namedPaths(args json.RawMessage) []string {
 	var a map[string]any
 	if json.Unmarshal(args, &a) != nil {
 		return nil

@@ -222,11 +222,11 @@ func (t *turn) callTool(ctx context.Context, call ToolCall, r *response) (string
 	if !json.Valid(call.Args) {
 		return refuse(ToolFailed, ToolCodeInvalidInput, fmt.Sprintf("the arguments of %s are not valid JSON: %s", call.Name, truncate(string(call.Args), 200))), nil
 	}
-	req := ActionRequest{Kind: ActionToolCall, Tool: call.Name, Spec: spec, Paths: callPaths(call.Args), Args: call.Args}
+	req := ActionRequest{Kind: ActionToolCall, Tool: call.Name, Spec: spec, Paths: callPaths(t.s.workspace.Root, call.Args), Args: call.Args}
 	var cmd *CommandRequest
 	if spec.Kind == ToolKindCommand {
 		req.Kind, req.Command = ActionCommand, commandOf(call.Args)
-		cmd = &CommandRequest{ID: newID("cmd"), Command: req.Command, WorkingDir: t.s.workspace.Root}
+		cmd = &CommandRequest{ID: newID("cmd"), Command: req.Command, WorkingDir: commandDir(t.s.workspace.Root, call.Args)}
 	}
 	dec, err := t.gate(ctx, req, ApprovalRequest{
 		ID: newID("apr"), CallID: call.ID, Tool: call.Name,
@@ -250,6 +250,11 @@ func (t *turn) callTool(ctx context.Context, call ToolCall, r *response) (string
 		err = ToolErrorf(ToolCodeUnknownTool, "no tools are loaded")
 	default:
 		res, err = t.invoke(ctx, call, spec, cmd, r, ev)
+	}
+	if err != nil && spec.Kind == ToolKindCommand && t.e.opts.Tools != nil {
+		// The command was handed to a runner and may have run in part:
+		// that is recorded too (without an exit code).
+		t.record(context.WithoutCancel(ctx), "command", dec.Actor, req, "", nil, "did not finish: "+err.Error())
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -349,7 +354,16 @@ func (h *callHost) RequestApproval(ctx context.Context, a ActionApproval) (Appro
 	if a.Preview != "" {
 		req.Preview = &Preview{Type: "text", Content: a.Preview}
 	}
-	return h.t.approve(ctx, req)
+	dec, err := h.t.approve(ctx, req)
+	if err != nil {
+		return dec, err
+	}
+	kind := "approval"
+	if !dec.Approved {
+		kind = "denial"
+	}
+	h.t.record(ctx, kind, dec.Actor, ActionRequest{Tool: h.call.Name, Args: h.call.Args}, "", nil, req.Description+": "+dec.Reason)
+	return dec, nil
 }
 
 func (h *callHost) searcher() (Searcher, error) {

@@ -30,7 +30,8 @@ type Request struct {
 	// Tool is the spec of the tool whose call led to the action (for a
 	// patch, the tool that proposed it). Rules match Tool.Name; an action
 	// no tool started leaves Tool zero, and rules then see the name
-	// string(Kind) ("patch_apply", "command").
+	// string(Kind) ("patch_apply", "command"). Rules for "patch_apply"
+	// also match a patch that names its tool.
 	Tool engine.ToolSpec
 	// Paths are the workspace-relative, slash-separated paths the action
 	// reads or changes (for a command, its working directory if not the
@@ -236,7 +237,10 @@ func newMatcher(rules []compiledRule, req *request) *matcher {
 	m := &matcher{rules: rules, req: req, applies: make([]bool, len(rules)), whole: map[*cmdGlob]bool{}}
 	for i := range rules {
 		r := &rules[i]
-		m.applies[i] = r.tool.match(req.tool) && (!r.ChangesOnly || req.changes)
+		// A patch is judged under the name of the tool that proposed it
+		// and under "patch_apply" alike.
+		toolFits := r.tool.match(req.tool) || req.kind == KindPatchApply && r.tool.match(string(KindPatchApply))
+		m.applies[i] = toolFits && (!r.ChangesOnly || req.changes)
 	}
 	return m
 }
