@@ -12,11 +12,10 @@ import (
 	"github.com/plexus-agent/plexus/engine"
 )
 
-// TestSandboxHidesProcessEnvironment checks that a command in bubblewrap
-// cannot read the secrets in the environment of a process outside the
-// sandbox (as the engine and the plugins are) through /proc/PID/environ,
-// which an unsandboxed one can. Landlock does not hide it (see the
-// package doc), so it is not tested here.
+// TestSandboxHidesProcessEnvironment checks that a command under Landlock
+// or in bubblewrap cannot read the secrets in the environment of a process
+// outside the sandbox (as the engine and the plugins are) through
+// /proc/PID/environ, which an unsandboxed one can.
 func TestSandboxHidesProcessEnvironment(t *testing.T) {
 	const canary = "sk-plexus-canary-77c1"
 	holder := exec.Command("sleep", "60")
@@ -26,7 +25,7 @@ func TestSandboxHidesProcessEnvironment(t *testing.T) {
 	}
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
 	cmd := fmt.Sprintf(`cat /proc/%d/environ`, holder.Process.Pid)
-	for _, mode := range []SandboxMode{SandboxBubblewrap, SandboxNone} {
+	for _, mode := range []SandboxMode{SandboxLandlock, SandboxBubblewrap, SandboxNone} {
 		t.Run(string(mode), func(t *testing.T) {
 			tools := sandboxedTools(t, Options{Sandbox: mode})
 			c := invoke(t.Context(), t, tools, t.TempDir(), args(cmd))

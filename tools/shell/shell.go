@@ -33,9 +33,10 @@
 //
 // What the sandbox does not do: keep secrets from being read. Files the
 // user can read (~/.ssh, ~/.netrc, cloud credentials) are readable, and
-// under Landlock so are other processes' command lines and environments
-// in /proc (/proc/PID/environ of the engine holds whatever secrets it was
-// started with; only bubblewrap hides them). It does not restrict
+// under Landlock so are other processes' command lines in /proc (their
+// environments are not: reading /proc/PID/environ needs ptrace access,
+// which Landlock denies towards processes outside the sandbox; bubblewrap
+// hides the processes altogether). It does not restrict
 // connecting to Unix sockets that have a path (the Docker socket, an SSH
 // agent) before Landlock ABI 9, and does not stop a command from changing
 // files inside the workspace that run later outside the sandbox
