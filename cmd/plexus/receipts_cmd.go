@@ -32,7 +32,7 @@ plexus serve --transport task writes instead:
 in {ZU_ROOT}/ide/keys.`,
 	}
 	cmd.PersistentFlags().StringVar(&repo, "repo", "", "read the task receipts of this repository id (kebab-case) under ZU_ROOT")
-	cmd.PersistentFlags().StringVar(&zuRoot, "zu-root", os.Getenv("ZU_ROOT"), "storage root of the task receipts (default $ZU_ROOT)")
+	cmd.PersistentFlags().StringVar(&zuRoot, "zu-root", os.Getenv("ZU_ROOT"), "storage root of the task receipts (default $ZU_ROOT, else the data directory, as plexus serve --transport task)")
 	// where returns the log directory and the directory of the signing
 	// keys the commands read.
 	where := func() (dir, keys string, err error) {
@@ -40,7 +40,7 @@ in {ZU_ROOT}/ide/keys.`,
 			return filepath.Join(g.dataDir, "receipts"), filepath.Join(g.dataDir, "keys"), nil
 		}
 		if zuRoot == "" {
-			return "", "", usageErr("--repo needs the storage root: set ZU_ROOT or pass --zu-root")
+			zuRoot = g.dataDir // where plexus serve --transport task puts them without ZU_ROOT
 		}
 		dir, err = task.ReceiptsDir(zuRoot, repo)
 		if err != nil {
@@ -128,7 +128,15 @@ in {ZU_ROOT}/ide/keys.`,
 				return err
 			}
 			keys, err := receipts.LoadPublicKeys(keyDir)
-			if err != nil {
+			_, statErr := os.Stat(filepath.Join(keyDir, receipts.PublicKeyFile))
+			switch {
+			case err != nil:
+				return fmt.Errorf("the signing keys in %s cannot be read, so the log cannot be checked against them: %w", keyDir, err)
+			case len(keys) == 0 && statErr == nil:
+				return fmt.Errorf("%s holds no public key, so the log cannot be checked against it; restore it from a backup", filepath.Join(keyDir, receipts.PublicKeyFile))
+			case len(keys) == 0:
+				// No key directory (an unsigned log, or one copied from
+				// elsewhere): the log's own published keys verify it.
 				keys = nil
 			}
 			rep, err := receipts.NewReader(dir).Verify(cmd.Context(), receipts.VerifyOptions{PublicKeys: keys})

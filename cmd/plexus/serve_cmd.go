@@ -115,7 +115,8 @@ type taskFlags struct {
 }
 
 // serveTask serves the task front-end until ctx ends (SIGTERM, SIGINT),
-// then shuts down within 10 s: running tasks finish or are cancelled.
+// then shuts down: running tasks get 10 s to finish and are then
+// cancelled.
 func serveTask(ctx context.Context, stderr io.Writer, rt *runtime, f taskFlags) error {
 	if f.concurrency < 1 {
 		return usageErr("--concurrency must be at least 1")
@@ -165,7 +166,9 @@ func serveTask(ctx context.Context, stderr io.Writer, rt *runtime, f taskFlags) 
 
 // modelReady reports whether the current model's provider answers (it
 // lists its models), remembering the answer for 5 s so that a burst of
-// tasks asks the provider once.
+// tasks asks the provider once. The check has its own 5 s deadline and
+// does not end with the request that triggered it, so a client that hangs
+// up cannot make the provider look unreachable to the others.
 func modelReady(rt *runtime) func(context.Context) error {
 	var mu sync.Mutex
 	var checked time.Time
@@ -179,10 +182,14 @@ func modelReady(rt *runtime) func(context.Context) error {
 		ref := rt.engine.CurrentModel()
 		if ref.IsZero() {
 			last = errors.New("no model is configured (start plexus serve with --model)")
-		} else if _, err := rt.engine.ListModels(ctx, ref.Provider); err != nil {
-			last = fmt.Errorf("the model provider %s cannot be reached: %v", ref.Provider, err)
 		} else {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_, err := rt.engine.ListModels(cctx, ref.Provider)
+			cancel()
 			last = nil
+			if err != nil {
+				last = fmt.Errorf("the model provider %s cannot be reached: %v", ref.Provider, err)
+			}
 		}
 		checked = time.Now()
 		return last

@@ -65,13 +65,15 @@ type head struct {
 	time  time.Time
 }
 
-// Open returns a Log for dir, creating dir (mode 0700) if needed. With
+// Open returns a Log for dir, creating dir (mode 0700) if needed, and
+// syncing the parent of every directory it creates, so that a receipt
+// appended later is reachable after a crash. With
 // opts.Key set it first adds the key's public key to dir/receipts.pub,
 // waiting for the log's lock to do so. It does not read the log; the first
 // Append does. The error wraps ErrInvalidKey for a key that is not 64
 // bytes.
 func Open(dir string, opts Options) (*Log, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirDurable(dir); err != nil {
 		return nil, fmt.Errorf("open receipt log: %w", err)
 	}
 	l := &Log{
@@ -428,4 +430,29 @@ func (l *Log) write(path string, line []byte) (fs.FileInfo, error) {
 		return nil, err
 	}
 	return info, nil
+}
+
+// mkdirDurable is os.MkdirAll(dir, 0o700) that also syncs the parent of
+// each directory it creates.
+func mkdirDurable(dir string) error {
+	dir = filepath.Clean(dir)
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

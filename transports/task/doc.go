@@ -209,6 +209,19 @@
 // Body 1 MiB (Options.MaxBodyBytes), read within 30 s; headers 64 KiB,
 // read within 10 s; task.timeout 300 s; retryCount 5; repoId 100
 // characters; 1024 waiting tasks (Options.MaxQueue); an attached file is
-// cut at the engine's MaxAttachmentBytes. Each task leaves an engine
-// session behind (the engine has no way to drop one yet).
+// cut at the engine's MaxAttachmentBytes. Each task's engine session is
+// closed (Engine.CloseSession) when its turn ends.
+//
+// # Where this departs from the contract
+//
+//   - Statuses beyond the contract's list: 403 (a request with an Origin
+//     header not in Options.AllowOrigins: a web page must not drive the
+//     engine), 405 and 413; all with the error envelope and code
+//     INVALID_REQUEST.
+//   - Responses net/http writes before any handler runs (431 for headers
+//     over 64 KiB, 400 for an unparseable request line, the answer to
+//     "OPTIONS *") are plain text, not the envelope.
+//   - The server listens on 127.0.0.1 only; a client that resolves
+//     localhost to ::1 first must use 127.0.0.1 (or plexus serve --addr
+//     [::1]:8080). No CORS headers are sent.
 package task

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofrs/flock"
+
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/receipts"
 	"github.com/plexus-agent/plexus/internal/testtree"
@@ -240,6 +242,11 @@ func TestConcurrentPosts(t *testing.T) {
 	if rep.Receipts != n || rep.Signed != n {
 		t.Errorf("verified %d receipts (%d signed), want %d", rep.Receipts, rep.Signed, n)
 	}
+	for i, p := range paths {
+		if p != "" && (!filepath.IsAbs(p) || filepath.Dir(filepath.Dir(filepath.Dir(p))) != dir || filepath.Base(p) != receipts.MonthFileName) {
+			t.Errorf("task %d: receiptPath %q is not a month file of %s", i, p, dir)
+		}
+	}
 	ids := map[string]bool{}
 	for _, e := range listReceipts(t, dir) {
 		var d Result
@@ -282,5 +289,39 @@ func TestReceiptFailure(t *testing.T) {
 			t.Errorf("%s: %d %s", repo, rep.status, rep.body)
 		}
 		assertKeys(t, e.Details, "taskId", "reason")
+	}
+}
+
+// TestLockedRepoDoesNotStallOthers: while another process holds the lock
+// of one repo's log, tasks for other repos are answered.
+func TestLockedRepoDoesNotStallOthers(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	dir := r.receiptDir("locked-repo")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock := flock.New(filepath.Join(dir, receipts.LockFile))
+	if err := lock.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Unlock() }) // before the rig's cleanup closes the server
+	go func() {
+		// Waits for the lock; its answer does not matter here.
+		req, _ := http.NewRequest(http.MethodPost, r.ts.URL+ProcessPath,
+			strings.NewReader(strings.Replace(taskBody("stuck", "medium", ""), `"test-repo"`, `"locked-repo"`, 1)))
+		if resp, err := r.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // the stuck task is opening its log
+	done := make(chan reply, 1)
+	go func() { done <- r.post(t, taskBody("free", "medium", "")) }() // test-repo
+	select {
+	case rep := <-done:
+		if rep.status != http.StatusOK {
+			t.Errorf("task for another repo: %d %s", rep.status, rep.body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a task for another repo waited for the locked repo's log")
 	}
 }

@@ -22,15 +22,23 @@ const receiptActor = "plexus-task"
 const receiptTimeout = 10 * time.Second
 
 // receiptLogs holds one open receipts.Log per repoId. Safe for concurrent
-// use.
+// use. Logs are opened outside the mutex, once per repo, so a repo whose
+// log waits for a lock another process holds does not hold up the others.
 type receiptLogs struct {
 	root   string // ZU_ROOT, absolute
 	key    ed25519.PrivateKey
 	logger *slog.Logger
 
 	mu     sync.Mutex
-	logs   map[string]*receipts.Log
+	logs   map[string]*repoLog
 	closed bool
+}
+
+// repoLog is one repo's log, opened on first use.
+type repoLog struct {
+	once sync.Once
+	log  *receipts.Log
+	err  error
 }
 
 // openReceiptLogs loads (or creates) the signing key in
@@ -40,40 +48,63 @@ func openReceiptLogs(root string, logger *slog.Logger) (*receiptLogs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &receiptLogs{root: root, key: key, logger: logger, logs: map[string]*receipts.Log{}}, nil
+	return &receiptLogs{root: root, key: key, logger: logger, logs: map[string]*repoLog{}}, nil
 }
 
 // get returns the log of repoID, opening it on first use (which publishes
-// the public key into its directory).
+// the public key into its directory). A failed open is tried again by the
+// next task.
 func (r *receiptLogs) get(repoID string) (*receipts.Log, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return nil, receipts.ErrClosed
 	}
-	if l, ok := r.logs[repoID]; ok {
-		return l, nil
+	rl, ok := r.logs[repoID]
+	if !ok {
+		rl = &repoLog{}
+		r.logs[repoID] = rl
 	}
-	dir, err := ReceiptsDir(r.root, repoID)
-	if err != nil {
-		return nil, err
+	r.mu.Unlock()
+	rl.once.Do(func() {
+		var l *receipts.Log
+		dir, err := ReceiptsDir(r.root, repoID)
+		if err == nil {
+			l, err = receipts.Open(dir, receipts.Options{Key: r.key, Logger: r.logger})
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err == nil && r.closed {
+			l.Close()
+			l, err = nil, receipts.ErrClosed
+		}
+		rl.log, rl.err = l, err
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case rl.err != nil:
+		if r.logs[repoID] == rl {
+			delete(r.logs, repoID) // the next task tries again
+		}
+		return nil, rl.err
+	case r.closed:
+		return nil, receipts.ErrClosed
 	}
-	l, err := receipts.Open(dir, receipts.Options{Key: r.key, Logger: r.logger})
-	if err != nil {
-		return nil, err
-	}
-	r.logs[repoID] = l
-	return l, nil
+	return rl.log, nil
 }
 
-// close closes every log; later gets fail with receipts.ErrClosed.
+// close closes every log; later gets fail with receipts.ErrClosed, and a
+// log still being opened is closed as soon as it is.
 func (r *receiptLogs) close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
 	var errs []error
-	for _, l := range r.logs {
-		errs = append(errs, l.Close())
+	for _, rl := range r.logs {
+		if rl.log != nil {
+			errs = append(errs, rl.log.Close())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -95,8 +95,10 @@ func TestRefusals(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(r.zu, "ide", "receipts")); len(entries) != 0 {
 		t.Errorf("refused requests left receipt logs: %v", entries)
 	}
-	if _, err := os.Stat(filepath.Join(r.zu, "x")); !os.IsNotExist(err) {
-		t.Errorf("repoId ../x escaped the receipts directory")
+	for _, p := range []string{filepath.Join(r.zu, "x"), filepath.Join(r.zu, "ide", "x")} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("repoId ../x escaped the receipts directory: %s exists", p)
+		}
 	}
 }
 
@@ -133,5 +135,26 @@ func TestHealth(t *testing.T) {
 	}
 	if rep := r.do(t, http.MethodHead, HealthPath, ""); rep.status != http.StatusOK {
 		t.Errorf("HEAD: %d", rep.status)
+	}
+}
+
+// TestCaseVariantMembers: a member named like a contract field in other
+// letter case is refused, so it cannot replace the field the schema
+// checked (encoding/json matches names case-insensitively).
+func TestCaseVariantMembers(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	for _, tc := range []struct{ body, field string }{
+		{`{"task": {"id": "a", "type": "general", "data": {"prompt": "x"}}, "repoId": "test-repo", "repoid": "other-repo"}`, "repoid"},
+		{`{"task": {"id": "a", "type": "general", "data": {"prompt": "x"}, "retrycount": -3}, "repoId": "test-repo"}`, "task.retrycount"},
+		{`{"task": {"id": "a", "type": "general", "data": {"prompt": "x"}, "requirements": {"Security": 1}}, "repoId": "test-repo"}`, "task.requirements.Security"},
+	} {
+		rep := r.post(t, tc.body)
+		e := rep.envelope(t)
+		if rep.status != 400 || e.Code != CodeInvalidRequest || e.Details["field"] != tc.field {
+			t.Errorf("%s: %d %+v; want 400 INVALID_REQUEST naming %s", tc.body, rep.status, e, tc.field)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(r.zu, "ide", "receipts", "other-repo")); len(entries) != 0 {
+		t.Error("a receipt went to the repo named by the case variant")
 	}
 }

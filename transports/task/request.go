@@ -117,6 +117,9 @@ func decodeRequest(body []byte) (*decoded, *Error) {
 		}
 		return nil, invalid(v.field, v.reason)
 	}
+	if e := caseVariants(canon); e != nil {
+		return nil, e
+	}
 	var wire struct {
 		Task   json.RawMessage `json:"task"`
 		RepoID string          `json:"repoId"`
@@ -202,4 +205,60 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// knownMembers are the member names of the request's objects, by the
+// dotted path of the object ("" for the body).
+var knownMembers = map[string][]string{
+	"":                  {"task", "repoId"},
+	"task":              {"id", "type", "priority", "data", "requirements", "timeout", "retryCount"},
+	"task.requirements": {"security", "performance", "compliance"},
+}
+
+// caseVariants refuses a member whose name is one of the contract's
+// names in other letter case ("repoid", "RetryCount"): encoding/json
+// would read it in place of, or as, the real one, past the schema's
+// checks. canon is schema-valid canonical JSON.
+func caseVariants(canon []byte) *Error {
+	for at, names := range knownMembers {
+		obj := map[string]json.RawMessage{}
+		raw := json.RawMessage(canon)
+		if at != "" {
+			var ok bool
+			if raw, ok = member(canon, at); !ok {
+				continue
+			}
+		}
+		if json.Unmarshal(raw, &obj) != nil {
+			continue
+		}
+		for name := range obj {
+			for _, known := range names {
+				if name != known && strings.EqualFold(name, known) {
+					field := name
+					if at != "" {
+						field = at + "." + name
+					}
+					return invalid(field, fmt.Sprintf("Unknown member; names are case-sensitive: did you mean %q?", known))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// member returns the value at a dotted path of objects in doc.
+func member(doc []byte, path string) (json.RawMessage, bool) {
+	raw := json.RawMessage(doc)
+	for name := range strings.SplitSeq(path, ".") {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil, false
+		}
+		var ok bool
+		if raw, ok = obj[name]; !ok {
+			return nil, false
+		}
+	}
+	return raw, true
 }

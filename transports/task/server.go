@@ -232,15 +232,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		default:
 			err = ctx.Err()
 			s.cancelAll()
-			<-idle // cancelled turns end at once; their receipts are bounded by receiptTimeout
-			// Let the answers just written reach their clients, then
-			// close the connections.
+			// Cancelled turns end at once (their receipts are bounded by
+			// receiptTimeout); give their answers flushTimeout to reach
+			// the clients, then close the connections, which also ends
+			// the handlers still reading a slow request body.
 			flush, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			select {
+			case <-idle:
+			case <-flush.Done():
+			}
 			for _, hs := range servers {
 				hs.Shutdown(flush)
 				hs.Close()
 			}
 			cancel()
+			<-idle
 		}
 	}
 	s.closeOnce.Do(func() {

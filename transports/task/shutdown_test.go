@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -126,5 +127,30 @@ func TestShutdownForced(t *testing.T) {
 	}
 	if got := gate.calls(); len(got) != 1 {
 		t.Errorf("model calls %v: the queued task ran", got)
+	}
+}
+
+// TestShutdownSlowBody: a client that sends half a body does not hold a
+// forced shutdown up (the handler would otherwise wait for the body until
+// its 30 s read deadline).
+func TestShutdownSlowBody(t *testing.T) {
+	r := newRig(t, rigConfig{})
+	url, served := r.serve(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{", ProcessPath)
+	time.Sleep(300 * time.Millisecond) // the handler is reading the body
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r.srv.Shutdown(ctx)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Shutdown took %s with a slow request body; want about its deadline plus the flush second", d)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 }
