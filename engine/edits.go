@@ -141,7 +141,7 @@ func (t *turn) applyEdits(ctx context.Context, r *response, assistantText string
 		sel, reason = PatchSelection{All: true}, v.Reason
 		t.record(ctx, "approval", actor, req, setHash(set, sel), nil, reason)
 	default:
-		dec, err := t.gate(ctx, req, ApprovalRequest{
+		dec, err := t.gateWith(ctx, req, v, ApprovalRequest{
 			ID: newID("apr"), Tool: "apply_patch", Args: req.Args,
 			Description: fmt.Sprintf("Apply changes to %s", strings.Join(paths, ", ")),
 			Preview:     &Preview{Type: "diff", Content: setDiff(set)},

@@ -37,7 +37,11 @@ func (t *turn) decide(ctx context.Context, req ActionRequest) Verdict {
 // approval. It returns the decision (Approved false with the reason when
 // refused); the error is non-nil only when ctx ended.
 func (t *turn) gate(ctx context.Context, req ActionRequest, ask ApprovalRequest) (ApprovalDecision, error) {
-	v := t.decide(ctx, req)
+	return t.gateWith(ctx, req, t.decide(ctx, req), ask)
+}
+
+// gateWith is gate with the policy's verdict v already known.
+func (t *turn) gateWith(ctx context.Context, req ActionRequest, v Verdict, ask ApprovalRequest) (ApprovalDecision, error) {
 	ask.Risk = v.Risk
 	switch v.Action {
 	case VerdictDeny:

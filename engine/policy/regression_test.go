@@ -356,3 +356,32 @@ func TestRegressionTwoProcesses(t *testing.T) {
 		t.Errorf("after the server remembered a choice, the stored policy says %s (%s); want the other process's deny kept", v.Action, v.Reason)
 	}
 }
+
+// TestRegressionToolAskNotOverriddenByPatchAllow: a patch_apply allow rule
+// does not wave through a patch that a write_file rule asks about (with
+// changes_only, so the rule judges the patch, not the proposing call); the
+// user is asked, and a refusal leaves the file alone.
+func TestRegressionToolAskNotOverriddenByPatchAllow(t *testing.T) {
+	ws := t.TempDir()
+	sc := script(t, []map[string]any{
+		{"name": "write_file", "arguments": map[string]any{"path": "docs/x.md", "content": "new\n", "create_dirs": true}},
+	})
+	gk := policy.NewGatekeeper(openStore(t, t.TempDir()))
+	s, w := newSess(t, ws, sc, fstool.New(fstool.Options{}), gk, &recs{})
+	if err := gk.SetPolicy(t.Context(), w.ID, json.RawMessage(`{"version":1,"rules":[
+		{"tool":"patch_apply","action":"allow"},
+		{"tool":"write_file","paths":["docs/**"],"changes_only":true,"action":"ask"}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	h := hostFn(func(engine.ApprovalRequest) engine.ApprovalDecision { asked++; return engine.ApprovalDecision{Reason: "no"} })
+	if _, err := s.Run(t.Context(), engine.TurnInput{Message: "go"}, engine.TurnOptions{Host: h}); err != nil {
+		t.Fatal(err)
+	}
+	if asked != 1 {
+		t.Errorf("asked %d times, want once", asked)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "docs/x.md")); err == nil {
+		t.Error("docs/x.md was written without the user's approval")
+	}
+}
