@@ -374,7 +374,10 @@ func TestRegressionToolAskNotOverriddenByPatchAllow(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := 0
-	h := hostFn(func(engine.ApprovalRequest) engine.ApprovalDecision { asked++; return engine.ApprovalDecision{Reason: "no"} })
+	h := hostFn(func(engine.ApprovalRequest) engine.ApprovalDecision {
+		asked++
+		return engine.ApprovalDecision{Reason: "no"}
+	})
 	if _, err := s.Run(t.Context(), engine.TurnInput{Message: "go"}, engine.TurnOptions{Host: h}); err != nil {
 		t.Fatal(err)
 	}
