@@ -45,7 +45,11 @@
 //   - rules: at most 10,000; their order does not matter to Decide.
 //   - rules[i].tool (required): a tool name, or a glob of names (*, ?,
 //     [...] as in path.Match); "*" is every tool. Actions that no tool
-//     started are named by their kind: "patch_apply", "command".
+//     started are named by their kind: "patch_apply", "command". A patch
+//     is judged once per edit tool that proposed part of it (write_file,
+//     edit_file, delete_file), on the files that tool edited as the patch
+//     writes them (symlinks resolved), by the rules for that tool and the
+//     rules for "patch_apply"; the strictest answer wins.
 //   - rules[i].paths: path globs, at most 256 (see below).
 //   - rules[i].commands: command globs, at most 256 (see below). A rule
 //     has paths or commands or neither, never both.
