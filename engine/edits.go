@@ -370,13 +370,24 @@ func setDiff(set *PatchSet) string {
 	return b.String()
 }
 
-// setHash is "sha256:<hex>" of the diffs of the selected files, for
-// receipts.
+// setHash is "sha256:<hex>" of what the selection applies, for receipts:
+// the whole diff of each chosen file, or, for a file of which only some
+// hunks were chosen, its path and those hunks.
 func setHash(set *PatchSet, sel PatchSelection) string {
 	h := sha256.New()
 	for _, f := range set.Files {
-		if sel.All || slices.Contains(sel.Files, f.Path) || len(sel.Hunks[f.Path]) > 0 {
+		switch hs := sel.Hunks[f.Path]; {
+		case sel.All || slices.Contains(sel.Files, f.Path):
 			h.Write([]byte(f.Diff))
+		case len(hs) > 0:
+			// Only the chosen hunks were applied: hash those, after the
+			// file's name.
+			fmt.Fprintf(h, "%s\n", f.Path)
+			for _, i := range hs {
+				if i >= 0 && i < len(f.Hunks) {
+					h.Write([]byte(f.Hunks[i].Content))
+				}
+			}
 		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
