@@ -59,7 +59,7 @@ func (t *Tools) deleteFile(ctx context.Context, root *workspace.Root, ov overlay
 		return engine.ToolResult{}, pathError(tool, root, p.given, iofs.ErrNotExist)
 	}
 	if err := ctx.Err(); err != nil {
-		return engine.ToolResult{}, ctxError(tool, err)
+		return engine.ToolResult{}, toolkit.CtxError(tool, err)
 	}
 	res := DeleteResult{Path: p.show, Target: targetOf(p), Bytes: len(cur.content), Status: StatusProposed}
 	summary := fmt.Sprintf("proposed deleting %s (%s)", shownAs(p), formatBytes(int64(len(cur.content))))

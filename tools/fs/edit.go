@@ -111,7 +111,7 @@ func (t *Tools) editFile(ctx context.Context, root *workspace.Root, ov overlay, 
 		return engine.ToolResult{}, toolkit.Invalid(tool, "old_string", "%s", msg)
 	}
 	if err := ctx.Err(); err != nil {
-		return engine.ToolResult{}, ctxError(tool, err)
+		return engine.ToolResult{}, toolkit.CtxError(tool, err)
 	}
 	out, added, removed := replaceAt(content, old, repl, at)
 	if len(out) > t.opts.MaxFileBytes {

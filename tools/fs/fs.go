@@ -220,18 +220,11 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, _ func(eng
 		return engine.ToolResult{}, terr
 	}
 	if err := ctx.Err(); err != nil {
-		return engine.ToolResult{}, ctxError(req.Tool, err)
+		return engine.ToolResult{}, toolkit.CtxError(req.Tool, err)
 	}
 	res, err := run(ctx, root, newOverlay(req.Overlay), req.Args)
 	if err != nil {
-		var te *engine.ToolError
-		if errors.As(err, &te) {
-			return engine.ToolResult{}, te
-		}
-		if ctx.Err() != nil {
-			return engine.ToolResult{}, ctxError(req.Tool, ctx.Err())
-		}
-		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "%s: %v", req.Tool, err)
+		return engine.ToolResult{}, toolkit.CallError(ctx, req.Tool, err)
 	}
 	return res, nil
 }
@@ -287,14 +280,6 @@ func pathError(tool string, root *workspace.Root, given string, err error) *engi
 		return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q goes through a loop of symlinks: %v", tool, given, err)
 	}
 	return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q: %v", tool, given, err)
-}
-
-// ctxError is the error of a call whose context ended with err.
-func ctxError(tool string, err error) *engine.ToolError {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return engine.ToolErrorf(engine.ToolCodeTimeout, "%s did not finish before its deadline", tool)
-	}
-	return engine.ToolErrorf(engine.ToolCodeCancelled, "%s was cancelled", tool)
 }
 
 // inGitDir reports whether a slash path has a .git component.

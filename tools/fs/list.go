@@ -255,7 +255,7 @@ func maxResults(tool string, v *int, def, limit int) (int, error) {
 // walkError turns an error from Root.Walk into a *engine.ToolError.
 func walkError(ctx context.Context, tool string, root *workspace.Root, p resolved, err error) error {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return ctxError(tool, ctx.Err())
+		return toolkit.CtxError(tool, ctx.Err())
 	}
 	return pathError(tool, root, p.given, err)
 }

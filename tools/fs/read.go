@@ -94,7 +94,7 @@ func (t *Tools) readFile(ctx context.Context, root *workspace.Root, ov overlay, 
 	res, err := t.readLines(ctx, src, start, end)
 	if err != nil {
 		if ctx.Err() != nil {
-			return engine.ToolResult{}, ctxError(tool, ctx.Err())
+			return engine.ToolResult{}, toolkit.CtxError(tool, ctx.Err())
 		}
 		var te *engine.ToolError
 		if errors.As(err, &te) {

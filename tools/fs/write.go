@@ -67,7 +67,7 @@ func (t *Tools) writeFile(ctx context.Context, root *workspace.Root, ov overlay,
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return engine.ToolResult{}, ctxError(tool, err)
+		return engine.ToolResult{}, toolkit.CtxError(tool, err)
 	}
 	data := []byte(*a.Content)
 	res := WriteResult{

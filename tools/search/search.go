@@ -185,18 +185,11 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 		return engine.ToolResult{}, terr
 	}
 	if err := ctx.Err(); err != nil {
-		return engine.ToolResult{}, ctxError(req.Tool, err)
+		return engine.ToolResult{}, toolkit.CtxError(req.Tool, err)
 	}
 	res, err := run(ctx, call{root: root, host: req.Host, onUpdate: onUpdate}, req.Args)
 	if err != nil {
-		var te *engine.ToolError
-		if errors.As(err, &te) {
-			return engine.ToolResult{}, te
-		}
-		if ctx.Err() != nil {
-			return engine.ToolResult{}, ctxError(req.Tool, ctx.Err())
-		}
-		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "%s: %v", req.Tool, err)
+		return engine.ToolResult{}, toolkit.CallError(ctx, req.Tool, err)
 	}
 	return res, nil
 }
@@ -277,14 +270,6 @@ func pathError(tool string, root *workspace.Root, given string, err error) *engi
 	return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q: %v", tool, given, err)
 }
 
-// ctxError is the error of a call whose context ended with err.
-func ctxError(tool string, err error) *engine.ToolError {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return engine.ToolErrorf(engine.ToolCodeTimeout, "%s did not finish before its deadline", tool)
-	}
-	return engine.ToolErrorf(engine.ToolCodeCancelled, "%s was cancelled", tool)
-}
-
 // noIndex reports whether a host error means that there is no index to
 // search for this workspace: the engine has none (ErrUnsupported) or does
 // not know the workspace (ErrNotFound).
@@ -297,7 +282,7 @@ func noIndex(err error) bool {
 // noIndex), the code is failed and hint (what to use instead) follows.
 func hostError(ctx context.Context, tool string, err error, hint string) *engine.ToolError {
 	if ctx.Err() != nil {
-		return ctxError(tool, ctx.Err())
+		return toolkit.CtxError(tool, ctx.Err())
 	}
 	switch {
 	case noIndex(err) && hint != "":

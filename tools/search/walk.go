@@ -19,6 +19,7 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/workspace"
+	"github.com/plexus-agent/plexus/tools/internal/toolkit"
 )
 
 // This file is search_text's fallback: a pattern search that walks the
@@ -199,7 +200,7 @@ collect:
 	stop()
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return TextResult{}, ctxError(tool, err)
+		return TextResult{}, toolkit.CtxError(tool, err)
 	}
 	if walkErr != nil && !errors.Is(walkErr, context.Canceled) {
 		return TextResult{}, pathError(tool, root, p.given, walkErr)
@@ -216,7 +217,7 @@ func (t *Tools) searchOne(ctx context.Context, root *workspace.Root, tq textQuer
 	j := &fileJob{rel: p.show, real: p.real}
 	t.searchFile(ctx, root, j, tq.m, tq.q.Limit+1, tq.q.ContextLines)
 	if err := ctx.Err(); err != nil {
-		return TextResult{}, ctxError(tool, err)
+		return TextResult{}, toolkit.CtxError(tool, err)
 	}
 	if j.skipped != "" {
 		return TextResult{}, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %s %s; use read_file with a line range to look at part of it", tool, p.show, j.skipped)
