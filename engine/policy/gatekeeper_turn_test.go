@@ -10,7 +10,6 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/policy"
-	"github.com/plexus-agent/plexus/models/replay"
 	"github.com/plexus-agent/plexus/tools/shell"
 )
 
@@ -46,21 +45,7 @@ func TestRememberedChoicesAcrossTurns(t *testing.T) {
 	}
 	tools := shell.New(shell.Options{Sandbox: shell.SandboxNone})
 	newEngine := func() *engine.Session {
-		eng, err := engine.New(engine.Options{
-			Models: map[string]engine.Model{"replay": replay.New()}, Model: engine.ModelRef{Provider: "replay", Name: script},
-			Tools: tools, Gatekeeper: policy.NewGatekeeper(openStore(t, dir)),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := eng.OpenWorkspace(ws)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := eng.NewSession(w, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, _ := newSess(t, ws, script, tools, policy.NewGatekeeper(openStore(t, dir)), nil)
 		return s
 	}
 	h := &askingHost{answer: func(r engine.ApprovalRequest) engine.ApprovalDecision {
@@ -140,15 +125,7 @@ func TestCommandModeRoutesCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	gk := policy.NewGatekeeper(openStore(t, t.TempDir()))
-	eng, err := engine.New(engine.Options{
-		Models: map[string]engine.Model{"replay": replay.New()}, Model: engine.ModelRef{Provider: "replay", Name: script},
-		Tools: shell.New(shell.Options{Sandbox: shell.SandboxNone}), Gatekeeper: gk,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := eng.OpenWorkspace(ws)
-	sess, _ := eng.NewSession(w, "")
+	sess, w := newSess(t, ws, script, shell.New(shell.Options{Sandbox: shell.SandboxNone}), gk, nil)
 	host := &clientTerminal{}
 	run := func() (string, []engine.EventData) {
 		t.Helper()
