@@ -43,6 +43,10 @@ type Options struct {
 	// to the model as not applied.
 	Patcher Patcher
 	Patches PatchStore
+	// Sessions keeps sessions, their history and their events across
+	// restarts; nil keeps them in memory only (lost on exit, and Events
+	// fails with ErrUnsupported).
+	Sessions SessionStore
 	// Gatekeeper is the per-workspace policy; nil means the built-in
 	// default (read-only tools run, the rest asks).
 	Gatekeeper Gatekeeper
@@ -188,7 +192,10 @@ func WorkspaceID(root string) string {
 }
 
 // NewSession starts a session in ws. An empty id gets a fresh one ("ses_"
-// and 16 hex digits); a taken id is an error.
+// and 16 hex digits); a taken id (in memory or in the session store) is
+// an ErrInvalidRequest. With Options.Sessions the session is stored
+// before NewSession returns; a store failure is returned and no session
+// is started.
 func (e *Engine) NewSession(ws *Workspace, id string) (*Session, error) {
 	if ws == nil {
 		return nil, fmt.Errorf("%w: new session needs a workspace", ErrInvalidRequest)
@@ -196,51 +203,65 @@ func (e *Engine) NewSession(ws *Workspace, id string) (*Session, error) {
 	if id == "" {
 		id = newID("ses")
 	}
+	taken := fmt.Errorf("%w: session %s exists", ErrInvalidRequest, id)
+	s := newSession(e, ws, id, time.Now())
+	if st := e.opts.Sessions; st != nil {
+		// The store is not called under e.mu; it refuses a stored id, and
+		// the map is checked again below.
+		e.mu.Lock()
+		_, inMemory := e.sessions[id]
+		e.mu.Unlock()
+		if inMemory {
+			return nil, taken
+		}
+		ctx, cancel := storeContext(context.Background())
+		defer cancel()
+		if err := st.CreateSession(ctx, s.record()); err != nil {
+			return nil, fmt.Errorf("new session %s: %w", id, err)
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.sessions[id]; ok {
-		return nil, fmt.Errorf("%w: session %s exists", ErrInvalidRequest, id)
-	}
-	s := &Session{
-		id:        id,
-		workspace: ws,
-		engine:    e,
-		created:   time.Now(),
-		turnLock:  make(chan struct{}, 1),
+		return nil, taken
 	}
 	e.sessions[id] = s
 	return s, nil
 }
 
-// Session returns the session with id, or ErrNotFound.
+// Session returns the session with id. One that is not in memory is
+// loaded from Options.Sessions, with its history; its event numbers go on
+// from the last stored one. Errors: ErrNotFound; the store's error.
 func (e *Engine) Session(id string) (*Session, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	s, ok := e.sessions[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: session %s", ErrNotFound, id)
+	e.mu.Unlock()
+	if ok {
+		return s, nil
 	}
-	return s, nil
+	return e.loadSession(id)
 }
 
 // CloseSession forgets the session with id and its history, waiting for
 // its running turn, if any, to end (cancel it first to not wait long);
-// ctx bounds the wait. Front-ends that run one turn per session (the task
-// front-end) call it so that sessions do not accumulate. Errors:
-// ErrNotFound for an unknown id, ctx.Err() when ctx ends first.
+// ctx bounds the wait. A stored session stays stored (DeleteSession
+// removes it) and Session loads it again. Front-ends that run one turn per
+// session (the task front-end) call it so that sessions do not accumulate.
+// Errors: ErrNotFound when no session with id is in memory, ctx.Err() when
+// ctx ends first.
 func (e *Engine) CloseSession(ctx context.Context, id string) error {
-	s, err := e.Session(id)
-	if err != nil {
-		return err
+	e.mu.Lock()
+	s, ok := e.sessions[id]
+	e.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: session %s", ErrNotFound, id)
 	}
 	select {
 	case s.turnLock <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	e.mu.Lock()
-	delete(e.sessions, id)
-	e.mu.Unlock()
+	e.forget(s)
 	<-s.turnLock
 	return nil
 }

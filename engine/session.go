@@ -21,14 +21,29 @@ type Session struct {
 	// turnLock holds a token while a turn (or ClearHistory) runs.
 	turnLock chan struct{}
 
-	mu      sync.Mutex // guards history, turns, running
+	mu      sync.Mutex // guards history, saved, turns, running
 	history []Message
+	// saved counts the leading history messages the session store has.
+	saved   int
 	turns   int
 	running bool
 
-	// emitMu orders event delivery; seq is written under it.
+	// emitMu orders event delivery; seq and quietTurn are written under
+	// it.
 	emitMu sync.Mutex
 	seq    atomic.Uint64
+	// quietTurn is the turn that already reported that the store failed
+	// to keep its events; "" after an event is stored again.
+	quietTurn string
+}
+
+func newSession(e *Engine, ws *Workspace, id string, created time.Time) *Session {
+	return &Session{id: id, workspace: ws, engine: e, created: created, turnLock: make(chan struct{}, 1)}
+}
+
+// record is what the session store keeps of s besides history and events.
+func (s *Session) record() SessionRecord {
+	return SessionRecord{ID: s.id, WorkspaceID: s.workspace.ID, WorkspaceRoot: s.workspace.Root, Created: s.created}
 }
 
 // ID is the session's id.
@@ -80,17 +95,47 @@ func (s *Session) Status() SessionStatus {
 	}
 }
 
-// ClearHistory forgets the conversation. It waits for a running turn to end
-// (or ctx) first, so it never cuts a turn in half.
+// ClearHistory forgets the conversation, in the session store too. It
+// waits for a running turn to end (or ctx) first, so it never cuts a turn
+// in half. Errors: the context's cause; the store's error (the history is
+// then kept).
 func (s *Session) ClearHistory(ctx context.Context) error {
 	if err := s.lock(ctx); err != nil {
 		return err
 	}
 	defer s.unlock()
+	if st := s.engine.opts.Sessions; st != nil {
+		if err := st.SaveHistory(ctx, s.id, 0, nil); err != nil {
+			return fmt.Errorf("clear the history of session %s: %w", s.id, err)
+		}
+	}
 	s.mu.Lock()
-	s.history = nil
+	s.history, s.saved = nil, 0
 	s.mu.Unlock()
 	return nil
+}
+
+// saveHistory stores the history messages the session store lacks; a
+// failure is reported as a recoverable error event of t. The caller holds
+// the turn lock.
+func (s *Session) saveHistory(ctx context.Context, t *turn) {
+	st := s.engine.opts.Sessions
+	if st == nil {
+		return
+	}
+	s.mu.Lock()
+	from, msgs := s.saved, slices.Clone(s.history[s.saved:])
+	s.mu.Unlock()
+	ctx, cancel := storeContext(ctx)
+	defer cancel()
+	if err := st.SaveHistory(ctx, s.id, from, msgs); err != nil {
+		t.emit(&ErrorEvent{Code: CodeInternal, Recoverable: true,
+			Message: "saving the conversation failed (it is kept in memory and saved again after the next turn): " + err.Error()})
+		return
+	}
+	s.mu.Lock()
+	s.saved = from + len(msgs)
+	s.mu.Unlock()
 }
 
 func (s *Session) lock(ctx context.Context) error {
@@ -192,21 +237,60 @@ func (s *Session) Run(ctx context.Context, in TurnInput, opts TurnOptions) (Turn
 	s.turns++
 	s.running = false
 	s.mu.Unlock()
+	s.saveHistory(ctx, t)
 	// The final event goes out after the history is saved, so a front-end
 	// answering from OnEvent sees the session as it now is.
 	t.emit(&FinalEvent{Status: res.Status, Message: res.Message, Error: res.Error, Metadata: res.Metadata})
 	return res, nil
 }
 
-// emit assigns the next sequence number and hands the event to onEvent.
-// Holding emitMu while calling onEvent keeps delivery in sequence order even
-// when a tool callback emits from another goroutine.
+// emit assigns the next sequence number, appends the event to the session
+// store and then hands it to onEvent, so a client never sees an event the
+// store lacks (unless storing failed). Holding emitMu while calling onEvent
+// keeps delivery in sequence order even when a tool callback emits from
+// another goroutine.
+//
+// When the store fails, the event is delivered anyway, followed by a
+// recoverable ErrorEvent; that is reported once per turn until an event is
+// stored again, so a broken store does not double the stream.
 func (s *Session) emit(turnID string, onEvent func(Event), data EventData) {
 	s.emitMu.Lock()
 	defer s.emitMu.Unlock()
-	seq := s.seq.Add(1)
-	if onEvent == nil {
+	seq, err := s.deliver(turnID, onEvent, data)
+	if err == nil {
+		s.quietTurn = ""
 		return
 	}
-	onEvent(Event{Seq: seq, SessionID: s.id, TurnID: turnID, Time: time.Now(), Data: data})
+	if s.quietTurn == turnID {
+		return
+	}
+	s.quietTurn = turnID
+	// Storing this report is tried too; its own failure is not reported.
+	s.deliver(turnID, onEvent, &ErrorEvent{Code: CodeInternal, Recoverable: true,
+		Message: fmt.Sprintf("saving event %d failed (a client that reconnects will not get it back): %v", seq, err),
+		Details: map[string]any{"seq": seq}})
+}
+
+// deliver numbers, stores and delivers one event; the caller holds emitMu.
+// The error is the store's.
+func (s *Session) deliver(turnID string, onEvent func(Event), data EventData) (uint64, error) {
+	ev := Event{Seq: s.seq.Add(1), SessionID: s.id, TurnID: turnID, Time: time.Now(), Data: data}
+	var err error
+	if st := s.engine.opts.Sessions; st != nil {
+		err = s.store(st, ev)
+	}
+	if onEvent != nil {
+		onEvent(ev)
+	}
+	return ev.Seq, err
+}
+
+func (s *Session) store(st SessionStore, ev Event) error {
+	se, err := encodeEvent(ev)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := storeContext(context.Background())
+	defer cancel()
+	return st.AppendEvent(ctx, s.id, se)
 }

@@ -1,7 +1,8 @@
 // Package store keeps the engine's own state in the embedded SQLite
 // database of the data directory (plexus.db; modernc.org/sqlite, no cgo):
-// proposed patch sets, applied changes (for undo across processes) and
-// each workspace's policy document. It implements engine.PatchStore.
+// proposed patch sets, applied changes (for undo across processes), each
+// workspace's policy document, and sessions with their history and event
+// streams. It implements engine.PatchStore and engine.SessionStore.
 //
 // The code index lives in a separate database file (index.db): it is
 // derived data that is rebuilt when its format changes, while what this
@@ -45,6 +46,28 @@ CREATE TABLE IF NOT EXISTS policies(
 	doc BLOB NOT NULL,
 	updated_ns INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sessions(
+	id TEXT PRIMARY KEY,
+	workspace TEXT NOT NULL,
+	root TEXT NOT NULL,
+	created_ns INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_workspace ON sessions(workspace, created_ns);
+CREATE TABLE IF NOT EXISTS messages(
+	session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+	idx INTEGER NOT NULL,
+	doc BLOB NOT NULL,
+	PRIMARY KEY(session_id, idx)
+);
+CREATE TABLE IF NOT EXISTS events(
+	session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+	seq INTEGER NOT NULL,
+	turn_id TEXT NOT NULL,
+	time_ns INTEGER NOT NULL,
+	kind TEXT NOT NULL,
+	data BLOB NOT NULL,
+	PRIMARY KEY(session_id, seq)
+);
 `
 
 // Store is the engine's state database. Safe for concurrent use, also by
@@ -53,7 +76,10 @@ type Store struct {
 	db *sql.DB
 }
 
-var _ engine.PatchStore = (*Store)(nil)
+var (
+	_ engine.PatchStore   = (*Store)(nil)
+	_ engine.SessionStore = (*Store)(nil)
+)
 
 // Open opens (creating) the database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
@@ -61,7 +87,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("state database: %w", err)
 	}
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)"} {
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(1)"} {
 		q.Add("_pragma", p)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())

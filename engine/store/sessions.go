@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+// finalKind is the kind of the event that ends a turn; LoadSession counts
+// them.
+var finalKind = (*engine.FinalEvent)(nil).EventKind()
+
+func sessionNotFound(id string) error {
+	return fmt.Errorf("%w: session %s", engine.ErrNotFound, id)
+}
+
+// CreateSession stores a new session's record. Errors: ErrInvalidRequest
+// when the id is taken.
+func (s *Store) CreateSession(ctx context.Context, rec engine.SessionRecord) error {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO sessions(id, workspace, root, created_ns) VALUES(?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		rec.ID, rec.WorkspaceID, rec.WorkspaceRoot, rec.Created.UnixNano())
+	if err != nil {
+		return fmt.Errorf("save session %s: %w", rec.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: session %s exists", engine.ErrInvalidRequest, rec.ID)
+	}
+	return nil
+}
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// exists reports whether session id is stored.
+func exists(ctx context.Context, q querier, id string) (bool, error) {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id=?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up session %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// AppendEvent stores one event. Errors: ErrNotFound when the session is
+// not stored; a constraint error when it has an event with ev.Seq.
+func (s *Store) AppendEvent(ctx context.Context, sessionID string, ev engine.StoredEvent) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO events(session_id, seq, turn_id, time_ns, kind, data) VALUES(?, ?, ?, ?, ?, ?)`,
+		sessionID, int64(ev.Seq), ev.TurnID, ev.Time.UnixNano(), ev.Kind, []byte(ev.Data))
+	if err == nil {
+		return nil
+	}
+	if ok, xerr := exists(ctx, s.db, sessionID); xerr == nil && !ok {
+		return sessionNotFound(sessionID)
+	}
+	return fmt.Errorf("save event %d of session %s: %w", ev.Seq, sessionID, err)
+}
+
+// SaveHistory replaces the history from index from on with msgs, in one
+// transaction. Errors: ErrNotFound when the session is not stored.
+func (s *Store) SaveHistory(ctx context.Context, sessionID string, from int, msgs []engine.Message) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save the history of session %s: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	if ok, err := exists(ctx, tx, sessionID); err != nil {
+		return err
+	} else if !ok {
+		return sessionNotFound(sessionID)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE session_id=? AND idx>=?`, sessionID, from); err != nil {
+		return fmt.Errorf("save the history of session %s: %w", sessionID, err)
+	}
+	for i, m := range msgs {
+		doc, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("save the history of session %s: %w", sessionID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages(session_id, idx, doc) VALUES(?, ?, ?)`, sessionID, from+i, doc); err != nil {
+			return fmt.Errorf("save the history of session %s: %w", sessionID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("save the history of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+// LoadSession returns a stored session with its history, last event
+// number and count of finished turns, read in one transaction. Errors:
+// ErrNotFound.
+func (s *Store) LoadSession(ctx context.Context, id string) (*engine.StoredSession, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	var out engine.StoredSession
+	var created int64
+	err = tx.QueryRowContext(ctx, `SELECT id, workspace, root, created_ns FROM sessions WHERE id=?`, id).
+		Scan(&out.ID, &out.WorkspaceID, &out.WorkspaceRoot, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, sessionNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	out.Created = time.Unix(0, created)
+	var last int64
+	err = tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0), COUNT(CASE WHEN kind=? THEN 1 END) FROM events WHERE session_id=?`, finalKind, id).
+		Scan(&last, &out.Turns)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	out.LastSeq = uint64(last)
+	rows, err := tx.QueryContext(ctx, `SELECT doc FROM messages WHERE session_id=? ORDER BY idx`, id)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var doc []byte
+		if err := rows.Scan(&doc); err != nil {
+			return nil, fmt.Errorf("load session %s: %w", id, err)
+		}
+		var m engine.Message
+		if err := json.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("a message of session %s is unreadable: %w", id, err)
+		}
+		out.History = append(out.History, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	return &out, nil
+}
+
+// eventsQuery reads a session's events after a sequence number through
+// the events primary key, already in order.
+const eventsQuery = `SELECT seq, turn_id, time_ns, kind, data FROM events WHERE session_id=? AND seq>? ORDER BY seq LIMIT ?`
+
+// Events returns the session's events after afterSeq in order, at most
+// limit (<= 0: all). Errors: ErrNotFound when the session is not stored.
+func (s *Store) Events(ctx context.Context, sessionID string, afterSeq uint64, limit int) ([]engine.StoredEvent, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.db.QueryContext(ctx, eventsQuery, sessionID, int64(afterSeq), limit)
+	if err != nil {
+		return nil, fmt.Errorf("events of session %s: %w", sessionID, err)
+	}
+	defer rows.Close()
+	var out []engine.StoredEvent
+	for rows.Next() {
+		var ev engine.StoredEvent
+		var seq, t int64
+		var data []byte
+		if err := rows.Scan(&seq, &ev.TurnID, &t, &ev.Kind, &data); err != nil {
+			return nil, fmt.Errorf("events of session %s: %w", sessionID, err)
+		}
+		ev.Seq, ev.Time, ev.Data = uint64(seq), time.Unix(0, t), data
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("events of session %s: %w", sessionID, err)
+	}
+	if len(out) == 0 {
+		// Nothing after afterSeq, or no such session.
+		if ok, err := exists(ctx, s.db, sessionID); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, sessionNotFound(sessionID)
+		}
+	}
+	return out, nil
+}
+
+// ListSessions returns the records of a workspace's sessions (every
+// workspace's when workspaceID is ""), oldest first.
+func (s *Store) ListSessions(ctx context.Context, workspaceID string) ([]engine.SessionRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, workspace, root, created_ns FROM sessions WHERE ?='' OR workspace=? ORDER BY created_ns, id`,
+		workspaceID, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []engine.SessionRecord
+	for rows.Next() {
+		var r engine.SessionRecord
+		var created int64
+		if err := rows.Scan(&r.ID, &r.WorkspaceID, &r.WorkspaceRoot, &created); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		r.Created = time.Unix(0, created)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteSession removes a session with its history and events. Errors:
+// ErrNotFound.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id=?`, id)
+	if err != nil {
+		return fmt.Errorf("delete session %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sessionNotFound(id)
+	}
+	return nil
+}
