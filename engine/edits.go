@@ -152,20 +152,46 @@ func (t *turn) applyEdits(ctx context.Context, r *response, assistantText string
 		}
 		sel, reason, actor = selection(dec), dec.Reason, dec.Actor
 	}
+	res, err := t.settlePatch(ctx, req, set, sel, reason, actor, v.Action == VerdictDeny)
+	if err != nil {
+		return nil, err
+	}
+	if res.Status == PatchRejected {
+		return outcome(map[string]any{"patch_set_id": set.ID, "status": PatchRejected, "reason": reason,
+			"note": "nothing was changed; the files are as they were before your edits"}), nil
+	}
+	out := map[string]any{"patch_set_id": set.ID, "status": res.Status}
+	if len(res.Applied) > 0 {
+		out["applied_files"] = res.Applied
+	}
+	if len(res.Rejected) > 0 {
+		out["rejected_files"] = res.Rejected
+	}
+	if res.Reason != "" {
+		out["reason"] = res.Reason
+	}
+	return outcome(out), nil
+}
+
+// settlePatch applies the approved selection of a proposed patch set (or
+// records its rejection), writes the receipt and emits the
+// PatchResultEvent, which it returns. byPolicy says a policy rule denied
+// the set. The error is non-nil only when ctx ended.
+func (t *turn) settlePatch(ctx context.Context, req ActionRequest, set *PatchSet, sel PatchSelection, reason, actor string, byPolicy bool) (PatchResultEvent, error) {
+	paths := setPaths(set)
 	res := PatchResultEvent{SetID: set.ID, Reason: reason}
 	if sel.Empty() {
 		res.Status, res.Rejected = PatchRejected, paths
-		if v.Action == VerdictDeny {
+		if byPolicy {
 			t.record(ctx, "denial", "policy", req, setHash(set, sel), nil, reason)
 		}
 		t.emit(&res)
-		return outcome(map[string]any{"patch_set_id": set.ID, "status": PatchRejected, "reason": reason,
-			"note": "nothing was changed; the files are as they were before your edits"}), nil
+		return res, nil
 	}
 	applied, err := t.applySet(ctx, set, sel, &res)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, ctx.Err()
+		return res, ctx.Err()
 	case errors.Is(err, ErrConflict):
 		res.Status, res.Reason = PatchConflict, err.Error()
 	case err != nil:
@@ -189,17 +215,7 @@ func (t *turn) applyEdits(ctx context.Context, r *response, assistantText string
 	if res.Status == PatchConflict || res.Status == PatchFailed {
 		t.emit(&ErrorEvent{Code: CodeToolError, Message: res.Reason, Recoverable: true, Details: map[string]any{"patch_set_id": set.ID}})
 	}
-	out := map[string]any{"patch_set_id": set.ID, "status": res.Status}
-	if len(res.Applied) > 0 {
-		out["applied_files"] = res.Applied
-	}
-	if len(res.Rejected) > 0 {
-		out["rejected_files"] = res.Rejected
-	}
-	if res.Reason != "" {
-		out["reason"] = res.Reason
-	}
-	return outcome(out), nil
+	return res, nil
 }
 
 // applySet applies the selection server-side, or through the Host when it

@@ -293,10 +293,10 @@ func TestApprovalPolicy(t *testing.T) {
 			[]string{"thinking", "thinking", "tool_call:write:started", "tool_call:write:completed", "thinking", "token", "final:completed"},
 			true, ""},
 		{"host approves", engine.TurnOptions{}, &fakeHost{approve: true},
-			[]string{"thinking", "thinking", "approval_request", "tool_call:write:started", "tool_call:write:completed", "thinking", "token", "final:completed"},
+			[]string{"thinking", "thinking", "approval_request", "approval_result", "tool_call:write:started", "tool_call:write:completed", "thinking", "token", "final:completed"},
 			true, ""},
 		{"host denies", engine.TurnOptions{}, &fakeHost{approve: false},
-			[]string{"thinking", "thinking", "approval_request", "tool_call:write:denied", "error:POLICY_VIOLATION:true", "thinking", "token", "final:completed"},
+			[]string{"thinking", "thinking", "approval_request", "approval_result", "tool_call:write:denied", "error:POLICY_VIOLATION:true", "thinking", "token", "final:completed"},
 			false, "the user denied it"},
 	}
 	for _, tc := range cases {

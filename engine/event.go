@@ -54,7 +54,20 @@ type PlanStep struct {
 	Number        int      `json:"step_number"`
 	Description   string   `json:"description"`
 	FilesInvolved []string `json:"files_involved,omitempty"`
+	// Status is where the step stands ("" when the model did not say).
+	Status StepStatus `json:"status,omitempty"`
 }
+
+// StepStatus is the state of a plan step, as the model reports it through
+// update_plan (the states of Codex CLI's update_plan tool).
+type StepStatus string
+
+// Plan step states.
+const (
+	StepPending    StepStatus = "pending"
+	StepInProgress StepStatus = "in_progress"
+	StepCompleted  StepStatus = "completed"
+)
 
 // TokenEvent is the next piece of assistant text.
 type TokenEvent struct {

@@ -111,6 +111,7 @@ func (t *turn) approve(ctx context.Context, req ApprovalRequest) (ApprovalDecisi
 	if !dec.Approved && dec.Reason == "" {
 		dec.Reason = "the user denied it"
 	}
+	t.emit(approvalResult(req.ID, dec))
 	return dec, nil
 }
 

@@ -23,7 +23,8 @@ var planToolSpec = ToolSpec{
         "type": "object",
         "properties": {
           "description": {"type": "string", "description": "What the step does."},
-          "files_involved": {"type": "array", "items": {"type": "string"}, "description": "Workspace-relative paths."}
+          "files_involved": {"type": "array", "items": {"type": "string"}, "description": "Workspace-relative paths."},
+          "status": {"type": "string", "enum": ["pending", "in_progress", "completed"], "description": "Where the step stands; call update_plan again as steps complete."}
         },
         "required": ["description"]
       }
@@ -41,8 +42,9 @@ var planToolSpec = ToolSpec{
 func (t *turn) updatePlan(args json.RawMessage) (ToolResult, error) {
 	var in struct {
 		Steps []struct {
-			Description   string   `json:"description"`
-			FilesInvolved []string `json:"files_involved"`
+			Description   string     `json:"description"`
+			FilesInvolved []string   `json:"files_involved"`
+			Status        StepStatus `json:"status"`
 		} `json:"steps"`
 		Rationale string `json:"rationale"`
 	}
@@ -57,7 +59,12 @@ func (t *turn) updatePlan(args json.RawMessage) (ToolResult, error) {
 		if strings.TrimSpace(st.Description) == "" {
 			return ToolResult{}, ToolErrorf(ToolCodeInvalidInput, "update_plan: step %d has no description", i+1)
 		}
-		plan.Steps = append(plan.Steps, PlanStep{Number: i + 1, Description: st.Description, FilesInvolved: st.FilesInvolved})
+		switch st.Status {
+		case "", StepPending, StepInProgress, StepCompleted:
+		default:
+			return ToolResult{}, ToolErrorf(ToolCodeInvalidInput, "update_plan: step %d has status %q; use pending, in_progress or completed", i+1, st.Status)
+		}
+		plan.Steps = append(plan.Steps, PlanStep{Number: i + 1, Description: st.Description, FilesInvolved: st.FilesInvolved, Status: st.Status})
 	}
 	t.emit(plan)
 	return JSONResult(map[string]any{"recorded": true, "steps": len(plan.Steps)},

@@ -35,10 +35,12 @@ type Session struct {
 	// quietTurn is the turn that already reported that the store failed
 	// to keep its events; "" after an event is stored again.
 	quietTurn string
+	// state follows the events for State; written under emitMu.
+	state *stateTracker
 }
 
 func newSession(e *Engine, ws *Workspace, id string, created time.Time) *Session {
-	return &Session{id: id, workspace: ws, engine: e, created: created, turnLock: make(chan struct{}, 1)}
+	return &Session{id: id, workspace: ws, engine: e, created: created, turnLock: make(chan struct{}, 1), state: newStateTracker()}
 }
 
 // record is what the session store keeps of s besides history and events.
@@ -275,6 +277,7 @@ func (s *Session) emit(turnID string, onEvent func(Event), data EventData) {
 // The error is the store's.
 func (s *Session) deliver(turnID string, onEvent func(Event), data EventData) (uint64, error) {
 	ev := Event{Seq: s.seq.Add(1), SessionID: s.id, TurnID: turnID, Time: time.Now(), Data: data}
+	s.state.apply(ev)
 	var err error
 	if st := s.engine.opts.Sessions; st != nil {
 		err = s.store(st, ev)

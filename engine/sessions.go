@@ -101,6 +101,7 @@ var eventTypes = map[string]func() EventData{
 	"token":            func() EventData { return new(TokenEvent) },
 	"tool_call":        func() EventData { return new(ToolCallEvent) },
 	"approval_request": func() EventData { return new(ApprovalEvent) },
+	"approval_result":  func() EventData { return new(ApprovalResultEvent) },
 	"command_request":  func() EventData { return new(CommandRequestEvent) },
 	"patch_proposed":   func() EventData { return new(PatchProposedEvent) },
 	"patch_result":     func() EventData { return new(PatchResultEvent) },
@@ -261,9 +262,23 @@ func (e *Engine) loadSession(id string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load session %s: %w", id, err)
 	}
+	// The state (pending patches and approvals, the plan) is rebuilt
+	// from the stored events.
+	evs, err := st.Events(ctx, id, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("load the events of session %s: %w", id, err)
+	}
+	state := newStateTracker()
+	for _, se := range evs {
+		ev, err := DecodeEvent(id, se)
+		if err != nil {
+			return nil, fmt.Errorf("load session %s: %w", id, err)
+		}
+		state.apply(ev)
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if s, ok := e.sessions[id]; ok {
+		e.mu.Unlock()
 		return s, nil
 	}
 	// A session outlives its workspace's registration (and may outlive
@@ -278,6 +293,13 @@ func (e *Engine) loadSession(id string) (*Session, error) {
 	s.saved = len(stored.History)
 	s.turns = stored.Turns
 	s.seq.Store(stored.LastSeq)
+	s.state = state
+	// Nobody else has s yet: holding its turn lock keeps a new turn from
+	// starting before the interrupted one is closed.
+	s.turnLock <- struct{}{}
 	e.sessions[id] = s
+	e.mu.Unlock()
+	defer s.unlock()
+	s.closeInterrupted()
 	return s, nil
 }
