@@ -47,6 +47,9 @@ type Options struct {
 	// restarts; nil keeps them in memory only (lost on exit, and Events
 	// fails with ErrUnsupported).
 	Sessions SessionStore
+	// Workspaces keeps the registered workspaces across restarts; nil
+	// keeps them in memory.
+	Workspaces WorkspaceStore
 	// Gatekeeper is the per-workspace policy; nil means the built-in
 	// default (read-only tools run, the rest asks).
 	Gatekeeper Gatekeeper

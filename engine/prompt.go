@@ -24,15 +24,17 @@ func (e *Engine) systemPrompt(root string) string {
 	return strings.ReplaceAll(p, "{{workspace}}", root)
 }
 
-// userContent is the user message with its attachments appended. Text
+// userContent is the user message followed by the editor context section
+// (see gatherContext; "" when the turn has none) and its attachments. Text
 // attachments are read (up to MaxAttachmentBytes each); binary ones and
 // unreadable ones are named with the reason they were left out.
-func (t *turn) userContent(in TurnInput) string {
+func (t *turn) userContent(in TurnInput, editorContext string) string {
 	if len(in.Attachments) == 0 {
-		return in.Message
+		return in.Message + editorContext
 	}
 	var b strings.Builder
 	b.WriteString(in.Message)
+	b.WriteString(editorContext)
 	for _, a := range in.Attachments {
 		path := a.Path
 		if !filepath.IsAbs(path) {

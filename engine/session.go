@@ -164,6 +164,10 @@ type TurnInput struct {
 	// (a desktop shell's file picker), so an absolute path anywhere is
 	// read, up to Options.MaxAttachmentBytes.
 	Attachments []Attachment
+	// Context is the editor context the client sent with the message
+	// (client.user_message's "context"); nil when none. The user message
+	// the model sees gains a section gathered from it (see TurnContext).
+	Context *TurnContext
 	// Model overrides the engine's current model for this turn.
 	Model ModelRef
 }

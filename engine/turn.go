@@ -40,7 +40,8 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 	t.meta.FilesModified = []string{}
 
 	t.emit(&ThinkingEvent{Phase: PhaseAnalyzing, Message: "Reading the request"})
-	user := Message{Role: RoleUser, Content: t.userContent(in)}
+	ec := t.editorContext(ctx, in.Context)
+	user := Message{Role: RoleUser, Content: t.userContent(in, ec.text)}
 	keep := []Message{user}
 
 	specs, err := t.e.Tools(ctx)
@@ -57,8 +58,9 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 	msgs = append(msgs, Message{Role: RoleSystem, Content: t.e.systemPrompt(t.s.workspace.Root)})
 	msgs = append(msgs, history...)
 	// Retrieved context goes to this turn's model calls only, not to the
-	// session history: the next turn retrieves for its own request.
-	if snips := t.retrieve(ctx, in.Message); len(snips) > 0 {
+	// session history: the next turn retrieves for its own request. The
+	// query aims at the selection and the diagnostics too, when given.
+	if snips := t.retrieve(ctx, ec.query(in.Message)); len(snips) > 0 {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: contextMessage(snips)})
 	}
 	msgs = append(msgs, user)

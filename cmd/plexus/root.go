@@ -32,6 +32,9 @@ type globalFlags struct {
 	// longRunning is set by serve: the index then embeds new chunks in
 	// the background.
 	longRunning bool
+	// persistSessions is set by serve --transport http: sessions and
+	// registered workspaces are then kept in plexus.db.
+	persistSessions bool
 }
 
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {

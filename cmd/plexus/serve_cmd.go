@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/plexus-agent/plexus/engine/index"
+	"github.com/plexus-agent/plexus/transports/httpws"
 	"github.com/plexus-agent/plexus/transports/ndjson"
 	"github.com/plexus-agent/plexus/transports/task"
 )
@@ -22,8 +23,9 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	var transport, addr, zuRoot string
 	var watch bool
 	var concurrency int
+	var hf httpFlags
 	cmd := &cobra.Command{
-		Use:   "serve --transport ndjson|task",
+		Use:   "serve --transport ndjson|task|http",
 		Short: "Serve the engine to a client over a front-end protocol",
 		Long: `Serve the engine to a client program.
 
@@ -37,32 +39,72 @@ Transports:
            {ZU_ROOT}/ide/receipts/{repoId}/{yyyy}/{mm}/receipts.jsonl
            (--zu-root, default $ZU_ROOT, else the data directory).
            Read them with plexus receipts list|show|verify --repo ID.
+  http     HTTP + WebSocket front-end (protocols/http-websocket-sessions.md)
+           on --addr (default 127.0.0.1:3199): workspaces, sessions, models
+           and index over REST under /v1, one WebSocket stream per session
+           at /v1/sessions/{id}/stream (?since=SEQ resumes). Every request
+           needs Authorization: Bearer TOKEN; the token is --token,
+           $PLEXUS_TOKEN, or generated on first start into
+           DATA_DIR/http-token (mode 0600). --tls-cert/--tls-key serve TLS;
+           plain HTTP listens on loopback only unless
+           --allow-insecure-remote. Sessions, their events and pending
+           approvals are kept in DATA_DIR/plexus.db and survive a restart.
+           The OpenAPI description is transports/httpws/schemas/openapi.json.
 
 The server embeds new code chunks in the background with the embedding
 model; --watch also keeps the index current as files change.
 
-Neither protocol can ask for approvals: calls that need one (file
-writes, commands) are denied unless --approve-all is given (ndjson; the
-task front-end never approves). SIGTERM (or closing stdin, for ndjson)
-shuts down gracefully: running turns end with a response.`,
+The ndjson and task protocols cannot ask for approvals: calls that need
+one (file writes, commands) are denied unless --approve-all is given
+(ndjson; the task front-end never approves). The http front-end asks its
+WebSocket clients. SIGTERM (or closing stdin, for ndjson) shuts down
+gracefully: running turns end with a response.`,
 		Example: `  echo '{"id":"1","kind":"user_message","message":"Give me a tour"}' | \
     plexus serve --transport ndjson --model replay:examples/replay/tour.jsonl
 
   ZU_ROOT=~/.zu plexus serve --transport task --model ollama:qwen2.5-coder:7b
   curl -s localhost:8080/api/task/process -d '{"task": {"id": "t1", "type": "code_review",
-    "data": {"file_path": "main.go"}}, "repoId": "my-repo"}'`,
+    "data": {"file_path": "main.go"}}, "repoId": "my-repo"}'
+
+  plexus serve --transport http -w ~/src/app --model ollama:qwen2.5-coder:7b
+  curl -H "Authorization: Bearer $(cat ~/.local/share/plexus/http-token)" localhost:3199/v1/health`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch transport {
-			case "ndjson", "task":
+			case "ndjson", "task", "http":
 			case "":
-				return usageErr("--transport is required: ndjson or task")
+				return usageErr("--transport is required: ndjson, task or http")
 			default:
-				return usageErr("transport %q is not available; available: ndjson, task", transport)
+				return usageErr("transport %q is not available; available: ndjson, task, http", transport)
 			}
-			if transport != "task" && (cmd.Flags().Changed("addr") || cmd.Flags().Changed("concurrency") || cmd.Flags().Changed("zu-root")) {
-				return usageErr("--addr, --concurrency and --zu-root are for --transport task")
+			changed := func(names ...string) bool {
+				for _, n := range names {
+					if cmd.Flags().Changed(n) {
+						return true
+					}
+				}
+				return false
 			}
+			if transport == "ndjson" && changed("addr") {
+				return usageErr("--addr is for --transport task or http")
+			}
+			if transport != "task" && changed("concurrency", "zu-root") {
+				return usageErr("--concurrency and --zu-root are for --transport task")
+			}
+			if transport != "http" && changed("token", "tls-cert", "tls-key", "allow-insecure-remote", "max-message-bytes") {
+				return usageErr("--token, --tls-cert, --tls-key, --allow-insecure-remote and --max-message-bytes are for --transport http")
+			}
+			if transport == "http" && g.approveAll {
+				return usageErr("--approve-all is not available with --transport http: its clients answer approvals")
+			}
+			if addr == "" {
+				addr = task.DefaultAddr
+				if transport == "http" {
+					addr = httpws.DefaultAddr
+				}
+			}
+			// The http front-end keeps sessions across restarts.
+			g.persistSessions = transport == "http"
 			if transport == "task" && g.approveAll {
 				return usageErr("--approve-all is not available with --transport task: a task is never allowed to write files or run commands")
 			}
@@ -88,6 +130,13 @@ shuts down gracefully: running turns end with a response.`,
 					}
 				}()
 			}
+			if transport == "http" {
+				hf.addr = addr
+				if hf.token == "" {
+					hf.token = envToken()
+				}
+				return serveHTTP(cmd.Context(), cmd.ErrOrStderr(), rt, g.dataDir, hf)
+			}
 			if transport == "task" {
 				return serveTask(cmd.Context(), cmd.ErrOrStderr(), rt, taskFlags{addr: addr, zuRoot: zuRoot, dataDir: g.dataDir, concurrency: concurrency})
 			}
@@ -100,8 +149,13 @@ shuts down gracefully: running turns end with a response.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson or task")
-	cmd.Flags().StringVar(&addr, "addr", task.DefaultAddr, "task: the address to listen on (host:port)")
+	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson, task or http")
+	cmd.Flags().StringVar(&addr, "addr", "", "task, http: the address to listen on, host:port (default 127.0.0.1:8080 for task, 127.0.0.1:3199 for http)")
+	cmd.Flags().StringVar(&hf.token, "token", "", "http: the bearer token clients must send (default $PLEXUS_TOKEN, else generated into DATA_DIR/http-token)")
+	cmd.Flags().StringVar(&hf.tlsCert, "tls-cert", "", "http: serve TLS with this PEM certificate (with --tls-key)")
+	cmd.Flags().StringVar(&hf.tlsKey, "tls-key", "", "http: the PEM private key of --tls-cert")
+	cmd.Flags().BoolVar(&hf.allowRemote, "allow-insecure-remote", false, "http: allow plain HTTP on a non-loopback --addr")
+	cmd.Flags().Int64Var(&hf.maxMessageBytes, "max-message-bytes", httpws.DefaultMaxMessageBytes, "http: the largest WebSocket message or request body a client may send")
 	cmd.Flags().StringVar(&zuRoot, "zu-root", os.Getenv("ZU_ROOT"), "task: storage root of the receipts (default $ZU_ROOT, else the data directory)")
 	cmd.Flags().IntVar(&concurrency, "concurrency", 2, "task: tasks processed at once; the others wait, by priority")
 	cmd.Flags().BoolVar(&g.approveAll, "approve-all", false, "approve every call that needs approval (file writes, commands)")

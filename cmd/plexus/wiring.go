@@ -113,7 +113,7 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		rt.Close()
 		return nil, err
 	}
-	eng, err := engine.New(engine.Options{
+	opts := engine.Options{
 		Patcher:    rt.patcher,
 		Gatekeeper: policy.NewGatekeeper(rt.store),
 		Patches:    rt.store,
@@ -126,7 +126,11 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		Logger:     log,
 		MaxSteps:   g.maxSteps,
 		Chat:       engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
-	})
+	}
+	if g.persistSessions {
+		opts.Sessions, opts.Workspaces = rt.store, rt.store
+	}
+	eng, err := engine.New(opts)
 	if err != nil {
 		rt.Close()
 		return nil, usageErr("--model %s: %v", g.model, err)

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/plexus-agent/plexus/transports/httpws/schemas"
+)
+
+// fixScript is a /fix turn on the calc workspace (writeCalc): a plan and a
+// read, an edit, a final answer; then a second turn that proposes another
+// edit (used by the restart test).
+const fixScript = `{"text": "", "tool_calls": [{"name": "update_plan", "arguments": {"steps": [{"description": "Read Add and its test", "files_involved": ["calc.go", "calc_test.go"], "status": "in_progress"}, {"description": "Make Add return the sum", "files_involved": ["calc.go"], "status": "pending"}], "rationale": "The test expects 5 for Add(2, 3); Add subtracts."}}, {"name": "read_file", "arguments": {"path": "calc.go"}}]}
+{"text": "Add subtracts instead of adding.", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.go", "old_string": "\treturn a - b\n", "new_string": "\treturn a + b\n", "rationale": "Add must return the sum of its arguments.", "acceptance_criteria": ["go test ./... passes"]}}]}
+{"text": "Fixed: Add now returns a + b, so TestAdd passes."}
+{"text": "I'll document the package better.", "tool_calls": [{"name": "edit_file", "arguments": {"path": "calc.go", "old_string": "// Package calc does arithmetic.\n", "new_string": "// Package calc does integer arithmetic.\n", "rationale": "A more precise package comment."}}]}
+{"text": "Done."}
+`
+
+// writeCalc writes a Go package whose Add subtracts, and its failing test.
+func writeCalc(t *testing.T, dir string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/calc\n\ngo 1.22\n")
+	writeFile(t, filepath.Join(dir, "calc.go"), "// Package calc does arithmetic.\npackage calc\n\n// Add returns the sum of a and b.\nfunc Add(a, b int) int {\n\treturn a - b\n}\n")
+	writeFile(t, filepath.Join(dir, "calc_test.go"), "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif got := Add(2, 3); got != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d, want 5\", got)\n\t}\n}\n")
+}
+
+var httpServingLine = regexp.MustCompile(`serving (http://\S+) `)
+
+type httpServer struct {
+	cmd     *exec.Cmd
+	url     string
+	token   string
+	dataDir string
+	stderr  *bytes.Buffer
+}
+
+// startHTTPServer runs plexus serve --transport http on a free loopback
+// port with the data directory dataDir.
+func startHTTPServer(t *testing.T, ws, dataDir, script string, extra ...string) *httpServer {
+	t.Helper()
+	args := append([]string{"serve", "--transport", "http", "--addr", "127.0.0.1:0", "-w", ws, "--model", "replay:" + script}, extra...)
+	cmd := exec.Command(plexusBin, args...)
+	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+dataDir, "PLEXUS_TOKEN=", "PLEXUS_MODEL=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	s := &httpServer{cmd: cmd, dataDir: dataDir, stderr: &bytes.Buffer{}}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := httpServingLine.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	select {
+	case s.url = <-found:
+	case <-time.After(60 * time.Second):
+		t.Fatal("plexus serve --transport http did not say where it serves within 60s")
+	}
+	tok, err := os.ReadFile(filepath.Join(dataDir, "http-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(dataDir, "http-token"))
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", fi.Mode().Perm())
+	}
+	s.token = strings.TrimSpace(string(tok))
+	return s
+}
+
+// do sends a REST request with the token and decodes the JSON answer.
+func (s *httpServer) do(t *testing.T, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &out); err != nil {
+			t.Fatalf("%s %s: %d, not a JSON object: %s", method, path, resp.StatusCode, data)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+// wsSchemas validates server messages against schemas/ws.
+type wsSchemas map[string]*jsonschema.Schema
+
+func loadWSSchemas(t *testing.T) wsSchemas {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	files, _ := fs.Glob(schemas.FS, "ws/*.json")
+	for _, f := range files {
+		data, _ := fs.ReadFile(schemas.FS, f)
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddResource("https://plexus.dev/schemas/"+f, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := wsSchemas{}
+	for _, f := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(f, "ws/"), ".json")
+		s, err := c.Compile("https://plexus.dev/schemas/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// wsClient is a test WebSocket client that checks every server message
+// against its schema and that event seqs only grow.
+type wsClient struct {
+	t       *testing.T
+	c       *websocket.Conn
+	schemas wsSchemas
+	lastSeq float64
+	seen    []map[string]any
+}
+
+func (s *httpServer) dial(t *testing.T, sc wsSchemas, sessionID, query string, caps ...string) *wsClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := strings.Replace(s.url, "http://", "ws://", 1) + "/v1/sessions/" + sessionID + "/stream" + query
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + s.token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(16 << 20)
+	t.Cleanup(func() { c.CloseNow() })
+	w := &wsClient{t: t, c: c, schemas: sc}
+	w.send(map[string]any{"type": "client.hello", "client_info": map[string]any{"name": "plexus-test", "version": "1", "capabilities": append([]string{}, caps...)}})
+	return w
+}
+
+func (w *wsClient) send(v any) {
+	w.t.Helper()
+	data, _ := json.Marshal(v)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.c.Write(ctx, websocket.MessageText, data); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// next reads one message, validating it.
+func (w *wsClient) next() map[string]any {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, data, err := w.c.Read(ctx)
+	if err != nil {
+		w.t.Fatalf("read: %v (seen %v)", err, types(w.seen))
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		w.t.Fatal(err)
+	}
+	typ, _ := m["type"].(string)
+	s, ok := w.schemas[typ]
+	if !ok {
+		w.t.Fatalf("message type %q has no schema: %s", typ, data)
+	}
+	doc, _ := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err := s.Validate(doc); err != nil {
+		w.t.Fatalf("%s breaks its schema: %v\n%s", typ, err, data)
+	}
+	seq, _ := m["seq"].(float64)
+	if seq < w.lastSeq {
+		w.t.Fatalf("seq went back from %v to %v at %s", w.lastSeq, seq, data)
+	}
+	w.lastSeq = seq
+	w.seen = append(w.seen, m)
+	return m
+}
+
+// until reads messages up to and including one of type typ.
+func (w *wsClient) until(typ string) map[string]any {
+	w.t.Helper()
+	for {
+		m := w.next()
+		if m["type"] == typ {
+			return m
+		}
+		if m["type"] == "server.error" && m["error"].(map[string]any)["recoverable"] == false {
+			w.t.Logf("unrecoverable error: %v", m)
+		}
+	}
+}
+
+func types(ms []map[string]any) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i], _ = m["type"].(string)
+	}
+	return out
+}
+
+func (w *wsClient) saw(typ string) []map[string]any {
+	var out []map[string]any
+	for _, m := range w.seen {
+		if m["type"] == typ {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// fixMessage is the /fix user message with the context a VS Code client
+// gathers.
+func fixMessage() map[string]any {
+	return map[string]any{
+		"type":    "client.user_message",
+		"message": "Fix the failing test",
+		"context": map[string]any{
+			"active_editor": map[string]any{
+				"file_path": "calc.go", "language": "go",
+				"selection":     map[string]any{"start": map[string]any{"line": 5, "character": 0}, "end": map[string]any{"line": 5, "character": 13}},
+				"visible_range": map[string]any{"start": 0, "end": 7},
+			},
+			"diagnostics": []any{map[string]any{"file_path": "calc_test.go", "severity": "error", "message": "Add(2, 3) = -1, want 5", "line": 6, "character": 2, "source": "go test"}},
+			"terminal_output": map[string]any{"command": "go test ./...", "exit_code": 1,
+				"stdout": "--- FAIL: TestAdd\n    calc_test.go:7: Add(2, 3) = -1, want 5\nFAIL", "stderr": "", "timestamp": "2026-11-21T10:30:45Z"},
+			"command": "/fix",
+		},
+	}
+}
+
+// setupSession registers nothing (serve registers -w) and creates a
+// session; it returns the workspace and session ids.
+func (s *httpServer) setupSession(t *testing.T) (string, string) {
+	t.Helper()
+	code, body := s.do(t, "GET", "/v1/workspaces", "")
+	wss, _ := body["workspaces"].([]any)
+	if code != 200 || len(wss) != 1 {
+		t.Fatalf("GET /v1/workspaces: %d %v", code, body)
+	}
+	wsID := wss[0].(map[string]any)["workspace_id"].(string)
+	code, body = s.do(t, "POST", "/v1/sessions", fmt.Sprintf(`{"workspace_id": %q}`, wsID))
+	if code != 201 {
+		t.Fatalf("POST /v1/sessions: %d %v", code, body)
+	}
+	return wsID, body["session_id"].(string)
+}
+
+// TestHTTPFixTurn drives plexus serve --transport http over real sockets
+// through a /fix turn: hello, a user message with diagnostics, the plan,
+// retrieval, tool events, the patch proposal, its approval, the applied
+// patch, the final message and the session state. Every server message is
+// checked against its JSON Schema.
+func TestHTTPFixTurn(t *testing.T) {
+	ws := t.TempDir()
+	writeCalc(t, ws)
+	script := filepath.Join(t.TempDir(), "fix.jsonl")
+	writeFile(t, script, fixScript)
+	srv := startHTTPServer(t, ws, t.TempDir(), script)
+	_, sessID := srv.setupSession(t)
+	sc := loadWSSchemas(t)
+
+	c := srv.dial(t, sc, sessID, "")
+	if m := c.next(); m["type"] != "server.hello" {
+		t.Fatalf("first message %v, want server.hello", m)
+	}
+	if m := c.next(); m["type"] != "session.state" {
+		t.Fatalf("second message %v, want session.state", m)
+	}
+	c.send(fixMessage())
+	ask := c.until("tool.request_approval")
+	for _, typ := range []string{"assistant.thinking", "agent.plan", "agent.retrieve.status", "tool.execute", "patch.proposed"} {
+		if len(c.saw(typ)) == 0 {
+			t.Errorf("no %s before the approval request; saw %v", typ, types(c.seen))
+		}
+	}
+	plan := c.saw("agent.plan")[0]
+	if steps := plan["steps"].([]any); len(steps) != 2 {
+		t.Errorf("plan steps %v", steps)
+	}
+	prop := c.saw("patch.proposed")[0]
+	if prop["file_path"] != "calc.go" || !strings.Contains(prop["diff"].(string), "+\treturn a + b") || len(prop["hunks"].([]any)) != 1 {
+		t.Errorf("patch.proposed %v", prop)
+	}
+	if ask["tool_name"] != "write_file" || ask["patch_set_id"] != prop["patch_set_id"] {
+		t.Errorf("approval request %v", ask)
+	}
+	c.send(map[string]any{"type": "client.approval_response", "request_id": ask["request_id"], "approved": true, "scope": "all"})
+	res := c.until("patch.result")
+	if res["status"] != "applied" {
+		t.Fatalf("patch.result %v", res)
+	}
+	final := c.until("assistant.message_final")
+	md := final["metadata"].(map[string]any)
+	if md["success"] != true || md["files_modified"] != 1.0 || !strings.Contains(final["message"].(string), "Fixed") {
+		t.Errorf("final %v", final)
+	}
+	st := c.until("session.state")["state"].(map[string]any)
+	if applied := st["applied_patches"].([]any); len(applied) != 1 || applied[0] != prop["patch_id"] || len(st["pending_patches"].([]any)) != 0 || len(st["pending_approvals"].([]any)) != 0 {
+		t.Errorf("session.state %v", st)
+	}
+	if st["total_steps"] != 2.0 || st["current_step"] != 1.0 {
+		t.Errorf("steps in session.state %v", st)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !bytes.Contains(got, []byte("return a + b")) {
+		t.Errorf("calc.go was not fixed:\n%s", got)
+	}
+	// The model saw the /fix context: the diagnostic and the test output.
+	code, body := srv.do(t, "GET", "/v1/sessions/"+sessID, "")
+	msgs, _ := body["messages"].([]any)
+	if code != 200 || len(msgs) < 2 {
+		t.Fatalf("GET session: %d %v", code, body)
+	}
+	user := msgs[0].(map[string]any)["content"].(string)
+	for _, want := range []string{"Add(2, 3) = -1, want 5", "go test ./..."} {
+		if !strings.Contains(user, want) {
+			t.Errorf("the user message lacks %q:\n%s", want, user)
+		}
+	}
+}

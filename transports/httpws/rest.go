@@ -1,0 +1,395 @@
+package httpws
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/plexus-agent/plexus/engine"
+)
+
+// routes is the contract's endpoint table (Go 1.22 patterns; other
+// methods on a known path get 405 from the mux, unknown paths 404).
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", s.handleHealth)
+	mux.HandleFunc("GET /v1/workspaces", s.handleWorkspaces)
+	mux.HandleFunc("POST /v1/workspaces/register", s.handleRegister)
+	mux.HandleFunc("GET /v1/workspaces/{workspace_id}", s.withWorkspace(s.handleWorkspace))
+	mux.HandleFunc("GET /v1/workspaces/{workspace_id}/policy", s.withWorkspace(s.handleGetPolicy))
+	mux.HandleFunc("PUT /v1/workspaces/{workspace_id}/policy", s.withWorkspace(s.handlePutPolicy))
+	mux.HandleFunc("POST /v1/workspaces/{workspace_id}/index/rebuild", s.withWorkspace(s.handleBuild(true)))
+	mux.HandleFunc("POST /v1/workspaces/{workspace_id}/index/refresh", s.withWorkspace(s.handleBuild(false)))
+	mux.HandleFunc("POST /v1/workspaces/{workspace_id}/index/incremental", s.withWorkspace(s.handleIncremental))
+	mux.HandleFunc("GET /v1/workspaces/{workspace_id}/index/status", s.withWorkspace(s.handleIndexStatus))
+	mux.HandleFunc("POST /v1/sessions", s.handleCreateSession)
+	mux.HandleFunc("GET /v1/sessions", s.handleListSessions)
+	mux.HandleFunc("GET /v1/sessions/{session_id}", s.handleGetSession)
+	mux.HandleFunc("DELETE /v1/sessions/{session_id}", s.handleDeleteSession)
+	mux.HandleFunc("GET /v1/sessions/{session_id}/stream", s.handleStream)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /v1/models/current", s.handleGetCurrent)
+	mux.HandleFunc("PUT /v1/models/current", s.handlePutCurrent)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no endpoint %s %s; see the OpenAPI description (transports/httpws/schemas/openapi.json)", r.Method, r.URL.Path), nil)
+	})
+	return mux
+}
+
+// readBody reads a request body of at most MaxMessageBytes and validates
+// it against the named request schema, decoding it into v. It answers
+// 413 or 400 itself and returns false then.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, schema string, v any) bool {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxMessageBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("the body is over %d bytes", s.opts.MaxMessageBytes), nil)
+		return false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, "reading the body failed: "+err.Error(), nil)
+		return false
+	}
+	if len(data) == 0 {
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, "the body is empty; send a JSON object", map[string]any{"field": "body"})
+		return false
+	}
+	if err := decodeChecked(compiled.rest[schema], data, v); err != nil {
+		var bad *invalid
+		field := "body"
+		if errors.As(err, &bad) && bad.Field != "" {
+			field = bad.Field
+		}
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, "invalid "+schema+": "+err.Error(), map[string]any{"field": field})
+		return false
+	}
+	return true
+}
+
+type healthResponse struct {
+	Status        string        `json:"status"`
+	Version       string        `json:"version"`
+	UptimeSeconds float64       `json:"uptime_seconds"`
+	Model         *currentModel `json:"model"`
+	ActiveTurns   int           `json:"active_turns"`
+	Connections   int           `json:"connections"`
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	out := healthResponse{Status: "ok", Version: s.opts.Version, UptimeSeconds: time.Since(s.started).Seconds()}
+	if ref := s.eng.CurrentModel(); !ref.IsZero() {
+		out.Model = &currentModel{Provider: ref.Provider, ModelName: ref.Name, Capabilities: []string{}}
+	}
+	s.mu.Lock()
+	for _, h := range s.hubs {
+		h.mu.Lock()
+		if h.turn != nil {
+			out.ActiveTurns++
+		}
+		out.Connections += len(h.subs)
+		h.mu.Unlock()
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleWorkspaces(w http.ResponseWriter, r *http.Request) {
+	all, err := s.eng.Workspaces(r.Context())
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workspaces": nonNil(all)})
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Path string `json:"path"`
+		Name string `json:"name"`
+	}
+	if !s.readBody(w, r, schemaRegisterWorkspace, &req) {
+		return
+	}
+	before, _ := s.eng.Workspaces(r.Context())
+	rec, err := s.eng.RegisterWorkspace(r.Context(), req.Path, req.Name)
+	if err != nil {
+		status, code := engineStatus(err)
+		writeError(w, status, code, err.Error(), map[string]any{"field": "/path"})
+		return
+	}
+	status := http.StatusCreated
+	for _, b := range before {
+		if b.ID == rec.ID {
+			status = http.StatusOK
+		}
+	}
+	writeJSON(w, status, rec)
+}
+
+// withWorkspace resolves {workspace_id} (404 when unknown) for h.
+func (s *Server) withWorkspace(h func(http.ResponseWriter, *http.Request, *engine.Workspace, engine.WorkspaceRecord)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ws, rec, err := s.eng.WorkspaceByID(r.Context(), r.PathValue("workspace_id"))
+		if err != nil {
+			writeEngineError(w, err)
+			return
+		}
+		h(w, r, ws, rec)
+	}
+}
+
+func (s *Server) handleWorkspace(w http.ResponseWriter, _ *http.Request, _ *engine.Workspace, rec engine.WorkspaceRecord) {
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) handleGetPolicy(w http.ResponseWriter, r *http.Request, ws *engine.Workspace, _ engine.WorkspaceRecord) {
+	doc, err := s.eng.Policy(r.Context(), ws)
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(doc)
+}
+
+func (s *Server) handlePutPolicy(w http.ResponseWriter, r *http.Request, ws *engine.Workspace, _ engine.WorkspaceRecord) {
+	var doc json.RawMessage
+	if !s.readBody(w, r, schemaPolicy, &doc) {
+		return
+	}
+	if err := s.eng.SetPolicy(r.Context(), ws, doc); err != nil {
+		status, code := engineStatus(err)
+		writeError(w, status, code, err.Error(), nil)
+		return
+	}
+	s.handleGetPolicy(w, r, ws, engine.WorkspaceRecord{})
+}
+
+type sessionSummary struct {
+	SessionID   string    `json:"session_id"`
+	WorkspaceID string    `json:"workspace_id"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+type sessionResponse struct {
+	sessionSummary
+	Busy     bool                `json:"busy"`
+	Turns    int                 `json:"turns"`
+	LastSeq  uint64              `json:"last_seq"`
+	State    engine.SessionState `json:"state"`
+	Messages []engine.Message    `json:"messages"`
+}
+
+func sessionBody(sess *engine.Session) sessionResponse {
+	st := sess.Status()
+	return sessionResponse{
+		sessionSummary: sessionSummary{SessionID: st.ID, WorkspaceID: st.WorkspaceID, CreatedAt: st.Created.UTC()},
+		Busy:           st.Busy, Turns: st.Turns, LastSeq: st.LastSeq, State: sess.State(), Messages: nonNil(sess.History()),
+	}
+}
+
+func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		WorkspaceID string `json:"workspace_id"`
+	}
+	if !s.readBody(w, r, schemaCreateSession, &req) {
+		return
+	}
+	ws, _, err := s.eng.WorkspaceByID(r.Context(), req.WorkspaceID)
+	if err != nil {
+		status, code := engineStatus(err)
+		writeError(w, status, code, err.Error()+"; register it first with POST /v1/workspaces/register", map[string]any{"field": "/workspace_id"})
+		return
+	}
+	sess, err := s.eng.NewSession(ws, "")
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sessionBody(sess))
+}
+
+func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
+	var ws *engine.Workspace
+	if id := r.URL.Query().Get("workspace_id"); id != "" {
+		var err error
+		if ws, _, err = s.eng.WorkspaceByID(r.Context(), id); err != nil {
+			writeEngineError(w, err)
+			return
+		}
+	}
+	recs, err := s.eng.Sessions(r.Context(), ws)
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	out := make([]sessionSummary, len(recs))
+	for i, rec := range recs {
+		out[i] = sessionSummary{SessionID: rec.ID, WorkspaceID: rec.WorkspaceID, CreatedAt: rec.Created.UTC()}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+}
+
+func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.eng.Session(r.PathValue("session_id"))
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sessionBody(sess))
+}
+
+// handleDeleteSession cancels the session's running turn, closes its
+// streams (1000, "session deleted") and deletes it with its history and
+// events.
+func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("session_id")
+	h, err := s.hub(id)
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	h.mu.Lock()
+	if h.turn != nil {
+		h.turn(errors.New("the session was deleted"))
+	}
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.eng.DeleteSession(ctx, id); err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	h.closeAll(websocket.StatusNormalClosure, "session deleted")
+	s.dropHub(id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type currentModel struct {
+	Provider     string   `json:"provider"`
+	ModelName    string   `json:"model_name"`
+	Capabilities []string `json:"capabilities"`
+}
+
+type modelEntry struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model_name"`
+	engine.ModelInfo
+}
+
+// MarshalJSON keeps model_name (not ModelInfo's name) as the name.
+func (m modelEntry) MarshalJSON() ([]byte, error) {
+	type info engine.ModelInfo
+	b, err := json.Marshal(info(m.ModelInfo))
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	json.Unmarshal(b, &obj)
+	delete(obj, "name")
+	obj["provider"], obj["model_name"] = m.Provider, m.Model
+	if obj["capabilities"] == nil {
+		obj["capabilities"] = []string{}
+	}
+	return json.Marshal(obj)
+}
+
+type providerError struct {
+	Provider string `json:"provider"`
+	Message  string `json:"message"`
+}
+
+// handleModels lists the models of every provider; a provider that does
+// not answer is reported in errors, not as a failed request.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	models := []modelEntry{}
+	errs := []providerError{}
+	for _, p := range s.eng.Providers() {
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		infos, err := s.eng.ListModels(ctx, p)
+		cancel()
+		if err != nil {
+			errs = append(errs, providerError{Provider: p, Message: err.Error()})
+			continue
+		}
+		for _, in := range infos {
+			models = append(models, modelEntry{Provider: p, Model: in.Name, ModelInfo: in})
+		}
+	}
+	sort.SliceStable(models, func(i, j int) bool {
+		if models[i].Provider != models[j].Provider {
+			return models[i].Provider < models[j].Provider
+		}
+		return models[i].Model < models[j].Model
+	})
+	var cur *currentModel
+	if c, err := s.current(r.Context()); err == nil {
+		cur = &c
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"models": models, "current": cur, "errors": errs})
+}
+
+// current is the current model with the capabilities its provider lists
+// (none when the provider does not answer). Errors: ErrNotFound when no
+// model is chosen.
+func (s *Server) current(ctx context.Context) (currentModel, error) {
+	ref := s.eng.CurrentModel()
+	if ref.IsZero() {
+		return currentModel{}, fmt.Errorf("%w: no current model; choose one with PUT /v1/models/current", engine.ErrNotFound)
+	}
+	out := currentModel{Provider: ref.Provider, ModelName: ref.Name, Capabilities: []string{}}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if infos, err := s.eng.ListModels(ctx, ref.Provider); err == nil {
+		for _, in := range infos {
+			if in.Name == ref.Name {
+				out.Capabilities = nonNil(in.Capabilities)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) handleGetCurrent(w http.ResponseWriter, r *http.Request) {
+	cur, err := s.current(r.Context())
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cur)
+}
+
+// handlePutCurrent switches the model after the provider confirms it
+// lists it: an unknown provider or model is a 400 naming the field, an
+// unreachable provider a 503.
+func (s *Server) handlePutCurrent(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Provider  string `json:"provider"`
+		ModelName string `json:"model_name"`
+	}
+	if !s.readBody(w, r, schemaSetCurrentModel, &req) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	err := s.eng.SetCurrentModel(ctx, engine.ModelRef{Provider: req.Provider, Name: req.ModelName})
+	switch {
+	case errors.Is(err, engine.ErrUnknownProvider):
+		writeError(w, http.StatusBadRequest, codeModelError, err.Error(), map[string]any{"field": "/provider", "providers": s.eng.Providers()})
+		return
+	case errors.Is(err, engine.ErrModelNotFound):
+		writeError(w, http.StatusBadRequest, codeModelError, err.Error()+"; GET /v1/models lists them", map[string]any{"field": "/model_name"})
+		return
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, codeModelUnavailable, "the provider could not confirm the model: "+err.Error(), map[string]any{"provider": req.Provider})
+		return
+	}
+	s.handleGetCurrent(w, r)
+}

@@ -1,0 +1,330 @@
+package httpws
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// outMsg is one server message queued for a connection. Messages made
+// from an engine event carry its seq and their bytes; the others are
+// built when written, with the seq of the last event the connection sent.
+type outMsg struct {
+	seq   uint64
+	data  []byte
+	build func(lastSeq uint64) any
+}
+
+// conn is one WebSocket client of a session.
+type conn struct {
+	ws   *websocket.Conn
+	h    *hub
+	out  chan outMsg
+	caps map[string]bool
+	// gone is closed when the connection ends; kick closes it early.
+	gone     chan struct{}
+	kickOnce sync.Once
+	kickCode websocket.StatusCode
+	kickWhy  string
+}
+
+// kick ends the connection with code and reason (once).
+func (c *conn) kick(code websocket.StatusCode, why string) {
+	c.kickOnce.Do(func() {
+		c.kickCode, c.kickWhy = code, why
+		close(c.gone)
+	})
+}
+
+// send queues a message without blocking; a full queue disconnects the
+// slow client (it can reconnect with ?since= and lose nothing).
+func (c *conn) send(m outMsg) {
+	select {
+	case c.out <- m:
+	default:
+		c.kick(websocket.StatusTryAgainLater, "too slow to read the stream; reconnect with ?since=<last seq>")
+	}
+}
+
+// sendNow queues a message that is not an event (hello, state, errors).
+func (c *conn) sendNow(build func(lastSeq uint64) any) { c.send(outMsg{build: build}) }
+
+func (c *conn) sendError(code, msg string, recoverable bool, details map[string]any) {
+	c.sendNow(func(last uint64) any {
+		return serverError{header: header{Type: typeServerError, Seq: last},
+			Error: errorBody{Code: code, Message: msg, Recoverable: recoverable, Details: details}}
+	})
+}
+
+// errorBeforeHello writes a server.error at once: until client.hello
+// arrives no write loop runs.
+func (c *conn) errorBeforeHello(ctx context.Context, code, msg string, details map[string]any) {
+	c.write(ctx, serverError{header: header{Type: typeServerError},
+		Error: errorBody{Code: code, Message: msg, Recoverable: true, Details: details}})
+}
+
+// handleStream serves WS /v1/sessions/{session_id}/stream[?since=N].
+//
+// The client speaks first (client.hello); the server answers server.hello,
+// then, with ?since=N, every stored event after N in order, then
+// session.state, then live events. Events are stored before they are
+// delivered, and the connection subscribes before it reads the store, so
+// nothing is missed or sent twice (live events at or below the last
+// replayed seq are dropped).
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("session_id")
+	var since uint64
+	replay := false
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, codeInvalidRequest, "since must be a non-negative integer: the last seq the client saw", map[string]any{"field": "since"})
+			return
+		}
+		since, replay = n, true
+	}
+	h, err := s.hub(id)
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	s.mu.Lock()
+	closing := s.closing
+	if !closing {
+		s.conns.Add(1)
+	}
+	s.mu.Unlock()
+	if closing {
+		writeError(w, http.StatusServiceUnavailable, codeInternal, "the server is shutting down", nil)
+		return
+	}
+	defer s.conns.Done()
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		// Browsers are not this server's clients, and the bearer token
+		// (not a cookie) authenticates, so the Origin check adds nothing.
+		InsecureSkipVerify: true,
+	})
+	if err != nil {
+		s.log.Warn("websocket upgrade failed", "session", id, "error", err)
+		return
+	}
+	ws.SetReadLimit(s.opts.MaxMessageBytes)
+	c := &conn{ws: ws, h: h, out: make(chan outMsg, s.opts.SendQueue), gone: make(chan struct{}), caps: map[string]bool{}}
+	s.log.Info("stream opened", "session", id, "remote", r.RemoteAddr, "since", since)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	hello := make(chan clientHello, 1)
+	go c.read(ctx, hello)
+	var first clientHello
+	select {
+	case first = <-hello:
+	case <-c.gone:
+		c.finish(ws)
+		return
+	case <-time.After(30 * time.Second):
+		ws.Close(websocket.StatusPolicyViolation, "no client.hello within 30 s")
+		return
+	}
+	for _, cp := range first.ClientInfo.Capabilities {
+		c.caps[cp] = true
+	}
+	// Subscribe before reading the store: what is emitted meanwhile
+	// waits in c.out.
+	h.subscribe(c)
+	defer h.unsubscribe(c)
+	last := h.sess.State().LastSeq
+	if err := c.write(ctx, s.helloMessage(h, last)); err != nil {
+		return
+	}
+	if replay {
+		if last, err = c.replay(ctx, since); err != nil {
+			c.kick(websocket.StatusInternalError, "replaying stored events failed: "+err.Error())
+		}
+	}
+	st := h.sess.State()
+	if err := c.write(ctx, sessionState{header: header{Type: typeSessionState, Seq: last}, State: st}); err != nil {
+		return
+	}
+	c.writeLoop(ctx, last)
+	c.finish(ws)
+}
+
+// finish closes ws with the kick code, or normally.
+func (c *conn) finish(ws *websocket.Conn) {
+	select {
+	case <-c.gone:
+		code, why := c.kickCode, c.kickWhy
+		if code == 0 {
+			code = websocket.StatusNormalClosure
+		}
+		ws.Close(code, truncateReason(why))
+	default:
+		ws.Close(websocket.StatusNormalClosure, "")
+	}
+}
+
+// truncateReason keeps a close reason within the 123 bytes a close frame
+// allows.
+func truncateReason(s string) string {
+	if len(s) > 120 {
+		return s[:120]
+	}
+	return s
+}
+
+// write sends one message now (before the write loop starts).
+func (c *conn) write(ctx context.Context, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return c.ws.Write(wctx, websocket.MessageText, data)
+}
+
+// replay sends the stored events after since and returns the last seq
+// sent (since when none).
+func (c *conn) replay(ctx context.Context, since uint64) (uint64, error) {
+	last := since
+	// A turn's token messages carry its text so far, so the events of a
+	// turn begun before since are read too, to rebuild that text.
+	evs, err := c.h.srv.eng.Events(ctx, c.h.id, 0, 0)
+	if err != nil {
+		return last, err
+	}
+	m := newMapper()
+	for _, ev := range evs {
+		msgs := m.messages(ev)
+		if ev.Seq <= since {
+			continue
+		}
+		for _, msg := range msgs {
+			if err := c.write(ctx, msg); err != nil {
+				return last, err
+			}
+		}
+		last = ev.Seq
+	}
+	return last, nil
+}
+
+// writeLoop writes queued messages until the connection ends, skipping
+// events at or below last (already replayed).
+func (c *conn) writeLoop(ctx context.Context, last uint64) {
+	for {
+		select {
+		case <-c.gone:
+			return
+		case <-ctx.Done():
+			return
+		case m := <-c.out:
+			var data []byte
+			switch {
+			case m.build != nil:
+				b, err := json.Marshal(m.build(last))
+				if err != nil {
+					continue
+				}
+				data = b
+			case m.seq != 0 && m.seq <= last:
+				continue
+			default:
+				data = m.data
+				if m.seq > last {
+					last = m.seq
+				}
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := c.ws.Write(wctx, websocket.MessageText, data)
+			cancel()
+			if err != nil {
+				c.kick(websocket.StatusGoingAway, "")
+				return
+			}
+		}
+	}
+}
+
+// read reads client messages until the connection ends. The first one must
+// be client.hello (sent on hello); the others are handled by the hub.
+func (c *conn) read(ctx context.Context, hello chan<- clientHello) {
+	defer c.kick(websocket.StatusNormalClosure, "")
+	greeted := false
+	for {
+		typ, data, err := c.ws.Read(ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) || errors.Is(err, context.Canceled) {
+				return
+			}
+			// Over the size limit the library has already closed with
+			// 1009 (message too big).
+			c.h.srv.log.Info("stream read ended", "session", c.h.id, "error", err)
+			return
+		}
+		fail := func(msg string, details map[string]any) {
+			if greeted {
+				c.sendError(codeInvalidMessage, msg, true, details)
+			} else {
+				c.errorBeforeHello(ctx, codeInvalidMessage, msg, details)
+			}
+		}
+		if typ != websocket.MessageText {
+			fail("send JSON text messages, not binary ones", nil)
+			continue
+		}
+		var env envelope
+		if err := json.Unmarshal(data, &env); err != nil {
+			fail("the message is not a JSON object with a \"type\": "+err.Error(), nil)
+			continue
+		}
+		schema, ok := compiled.ws[env.Type]
+		if !ok {
+			fail(fmt.Sprintf("unknown message type %q; the client types are %v", env.Type, clientTypes), map[string]any{"type": env.Type})
+			continue
+		}
+		if err := check(schema, data); err != nil {
+			var bad *invalid
+			errors.As(err, &bad)
+			fail(fmt.Sprintf("%s: %v", env.Type, err), map[string]any{"type": env.Type, "field": bad.Field})
+			continue
+		}
+		if !greeted {
+			if env.Type != typeClientHello {
+				fail("send client.hello first", map[string]any{"type": env.Type})
+				continue
+			}
+			var m clientHello
+			json.Unmarshal(data, &m) // validated above
+			greeted = true
+			hello <- m
+			continue
+		}
+		c.h.handle(ctx, c, env.Type, data)
+	}
+}
+
+// helloMessage is server.hello.
+func (s *Server) helloMessage(h *hub, last uint64) serverHello {
+	ref := s.eng.CurrentModel()
+	caps := []string{"chat"}
+	return serverHello{
+		header:    header{Type: typeServerHello, Seq: last},
+		SessionID: h.id,
+		ServerInfo: serverInfo{
+			Version: s.opts.Version,
+			Model:   modelInfo{Provider: ref.Provider, ModelName: ref.Name, Capabilities: caps},
+			Capabilities: []string{"agentic_rag", "multi_file_edit", "resume", "patch_apply", "terminal_exec",
+				"approval_scopes"},
+		},
+	}
+}
