@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -352,5 +353,216 @@ func TestHTTPFixTurn(t *testing.T) {
 		if !strings.Contains(user, want) {
 			t.Errorf("the user message lacks %q:\n%s", want, user)
 		}
+	}
+}
+
+// eventSeqs returns the seqs of the messages made from events (those with
+// a turn_id), in order.
+func eventSeqs(ms []map[string]any) []float64 {
+	var out []float64
+	for _, m := range ms {
+		if _, ok := m["turn_id"]; ok {
+			if n := len(out); n == 0 || out[n-1] != m["seq"].(float64) {
+				out = append(out, m["seq"].(float64))
+			}
+		}
+	}
+	return out
+}
+
+// TestHTTPRestartKeepsSessionAndPendingApproval kills the server with
+// SIGKILL while a patch waits for approval, starts it again on the same
+// data directory, and checks that the session's history is the same,
+// that a reconnecting client gets what it missed and a session.state
+// listing the pending approval, and that approving it then applies the
+// patch.
+func TestHTTPRestartKeepsSessionAndPendingApproval(t *testing.T) {
+	ws, dataDir := t.TempDir(), t.TempDir()
+	writeCalc(t, ws)
+	script := filepath.Join(t.TempDir(), "fix.jsonl")
+	writeFile(t, script, fixScript)
+	srv := startHTTPServer(t, ws, dataDir, script)
+	_, sessID := srv.setupSession(t)
+	sc := loadWSSchemas(t)
+
+	c := srv.dial(t, sc, sessID, "")
+	c.send(fixMessage())
+	ask := c.until("tool.request_approval")
+	c.send(map[string]any{"type": "client.approval_response", "request_id": ask["request_id"], "approved": true, "scope": "all"})
+	c.until("session.state")
+	c.send(map[string]any{"type": "client.user_message", "message": "Improve the package comment"})
+	ask2 := c.until("tool.request_approval")
+	prop2 := c.saw("patch.proposed")[1]
+	_, before := srv.do(t, "GET", "/v1/sessions/"+sessID, "")
+
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	srv.cmd.Wait()
+	srv = startHTTPServer(t, ws, dataDir, script)
+	code, after := srv.do(t, "GET", "/v1/sessions/"+sessID, "")
+	if code != 200 {
+		t.Fatalf("GET session after restart: %d %v", code, after)
+	}
+	bm, _ := json.Marshal(before["messages"])
+	am, _ := json.Marshal(after["messages"])
+	if !bytes.Equal(bm, am) || len(before["messages"].([]any)) == 0 {
+		t.Errorf("history changed across the restart:\nbefore %s\nafter  %s", bm, am)
+	}
+	st := after["state"].(map[string]any)
+	if pa := st["pending_approvals"].([]any); len(pa) != 1 || pa[0] != ask2["request_id"] {
+		t.Errorf("pending approvals after restart %v, want [%v]", pa, ask2["request_id"])
+	}
+	if pp := st["pending_patches"].([]any); len(pp) != 1 || pp[0] != prop2["patch_id"] {
+		t.Errorf("pending patches after restart %v, want [%v]", pp, prop2["patch_id"])
+	}
+
+	// Reconnect with the last seq seen: the rest of the interrupted turn
+	// (its closing final), then the state.
+	r := srv.dial(t, sc, sessID, fmt.Sprintf("?since=%d", int(c.lastSeq)))
+	if m := r.next(); m["type"] != "server.hello" {
+		t.Fatalf("first message %v", m)
+	}
+	final := r.until("assistant.message_final")
+	if final["seq"].(float64) <= c.lastSeq || final["metadata"].(map[string]any)["success"] != false {
+		t.Errorf("replayed final %v (last seen seq %v)", final, c.lastSeq)
+	}
+	state := r.until("session.state")["state"].(map[string]any)
+	if pa := state["pending_approvals"].([]any); len(pa) != 1 || pa[0] != ask2["request_id"] {
+		t.Errorf("session.state on reconnect %v", state)
+	}
+	for _, seq := range eventSeqs(r.seen) {
+		if seq <= c.lastSeq {
+			t.Errorf("replayed seq %v, which the client had seen", seq)
+		}
+	}
+	r.send(map[string]any{"type": "client.approval_response", "request_id": ask2["request_id"], "approved": true, "scope": "all"})
+	if res := r.until("patch.result"); res["status"] != "applied" {
+		t.Fatalf("patch.result after restart %v", res)
+	}
+	state = r.until("session.state")["state"].(map[string]any)
+	if len(state["pending_approvals"].([]any)) != 0 || len(state["applied_patches"].([]any)) != 2 {
+		t.Errorf("state after approving %v", state)
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !bytes.Contains(got, []byte("integer arithmetic")) || !bytes.Contains(got, []byte("a + b")) {
+		t.Errorf("calc.go after approving the pending patch:\n%s", got)
+	}
+	// A second answer finds nothing pending.
+	r.send(map[string]any{"type": "client.approval_response", "request_id": ask2["request_id"], "approved": true})
+	if e := r.until("server.error"); e["error"].(map[string]any)["code"] != "NOT_FOUND" {
+		t.Errorf("second answer: %v", e)
+	}
+}
+
+// TestHTTPResumeAndTwoClients runs a turn watched by two clients: both
+// get the same events; the second client's message while the turn runs is
+// refused with SESSION_BUSY; the second client answers the approval; a
+// third client resuming from the middle gets exactly the events after
+// its seq.
+func TestHTTPResumeAndTwoClients(t *testing.T) {
+	ws := t.TempDir()
+	writeCalc(t, ws)
+	script := filepath.Join(t.TempDir(), "fix.jsonl")
+	writeFile(t, script, fixScript)
+	srv := startHTTPServer(t, ws, t.TempDir(), script)
+	_, sessID := srv.setupSession(t)
+	sc := loadWSSchemas(t)
+
+	a := srv.dial(t, sc, sessID, "")
+	b := srv.dial(t, sc, sessID, "")
+	a.until("session.state")
+	b.until("session.state")
+	a.send(fixMessage())
+	ask := a.until("tool.request_approval")
+	b.until("tool.request_approval")
+	b.send(map[string]any{"type": "client.user_message", "message": "and another thing"})
+	if e := b.until("server.error"); e["error"].(map[string]any)["code"] != "SESSION_BUSY" {
+		t.Fatalf("second message while the turn runs: %v", e)
+	}
+	b.send(map[string]any{"type": "client.approval_response", "request_id": ask["request_id"], "approved": true, "scope": "file", "file_path": "calc.go"})
+	a.until("session.state")
+	b.until("session.state")
+	as, bs := eventSeqs(a.seen), eventSeqs(b.seen)
+	if fmt.Sprint(as) != fmt.Sprint(bs) || len(as) < 10 {
+		t.Errorf("the two clients saw different events:\n%v\n%v", as, bs)
+	}
+	for i := 1; i < len(as); i++ {
+		if as[i] != as[i-1]+1 {
+			t.Errorf("gap in the event seqs at %v: %v", as[i-1], as)
+			break
+		}
+	}
+	mid := as[len(as)/2]
+	r := srv.dial(t, sc, sessID, fmt.Sprintf("?since=%d", int(mid)))
+	r.until("session.state")
+	var want []float64
+	for _, s := range as {
+		if s > mid {
+			want = append(want, s)
+		}
+	}
+	if got := eventSeqs(r.seen); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resumed after %v: got %v, want %v", mid, got, want)
+	}
+	// cumulative_text is rebuilt for a turn resumed in the middle.
+	for _, m := range r.saw("assistant.token") {
+		if !strings.HasSuffix(m["cumulative_text"].(string), m["token"].(string)) {
+			t.Errorf("token %v", m)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "calc.go")); !bytes.Contains(got, []byte("return a + b")) {
+		t.Errorf("calc.go not fixed after the file-scoped approval:\n%s", got)
+	}
+}
+
+// TestHTTPRequiresToken checks that every endpoint answers 401 without
+// the bearer token (or with a wrong one) and that the WebSocket upgrade is
+// refused.
+func TestHTTPRequiresToken(t *testing.T) {
+	ws := t.TempDir()
+	writeCalc(t, ws)
+	script := filepath.Join(t.TempDir(), "fix.jsonl")
+	writeFile(t, script, fixScript)
+	srv := startHTTPServer(t, ws, t.TempDir(), script)
+	wsID, sessID := srv.setupSession(t)
+	endpoints := []struct{ method, path string }{
+		{"GET", "/v1/health"}, {"GET", "/v1/workspaces"}, {"POST", "/v1/workspaces/register"},
+		{"GET", "/v1/workspaces/" + wsID}, {"GET", "/v1/workspaces/" + wsID + "/policy"}, {"PUT", "/v1/workspaces/" + wsID + "/policy"},
+		{"POST", "/v1/workspaces/" + wsID + "/index/rebuild"}, {"POST", "/v1/workspaces/" + wsID + "/index/refresh"},
+		{"POST", "/v1/workspaces/" + wsID + "/index/incremental"}, {"GET", "/v1/workspaces/" + wsID + "/index/status"},
+		{"POST", "/v1/sessions"}, {"GET", "/v1/sessions?workspace_id=" + wsID}, {"GET", "/v1/sessions/" + sessID},
+		{"DELETE", "/v1/sessions/" + sessID}, {"GET", "/v1/models"}, {"GET", "/v1/models/current"}, {"PUT", "/v1/models/current"},
+		{"GET", "/v1/sessions/" + sessID + "/stream"}, {"GET", "/v1/no-such-thing"},
+	}
+	for _, auth := range []string{"", "Bearer wrong-token", "Basic " + srv.token, "Bearer " + srv.token + "x"} {
+		for _, ep := range endpoints {
+			req, _ := http.NewRequest(ep.method, srv.url+ep.path, strings.NewReader("{}"))
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 401 || !strings.Contains(string(body), `"UNAUTHORIZED"`) || resp.Header.Get("WWW-Authenticate") == "" {
+				t.Errorf("%s %s with %q: %d %s", ep.method, ep.path, auth, resp.StatusCode, body)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		h := http.Header{}
+		if auth != "" {
+			h.Set("Authorization", auth)
+		}
+		_, resp, err := websocket.Dial(ctx, strings.Replace(srv.url, "http", "ws", 1)+"/v1/sessions/"+sessID+"/stream", &websocket.DialOptions{HTTPHeader: h})
+		cancel()
+		if err == nil || resp == nil || resp.StatusCode != 401 {
+			t.Errorf("WebSocket upgrade with %q: err %v, response %v", auth, err, resp)
+		}
+	}
+	// The session is still there: nothing was deleted without the token.
+	if code, _ := srv.do(t, "GET", "/v1/sessions/"+sessID, ""); code != 200 {
+		t.Errorf("session after unauthorized DELETE: %d", code)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/plexus-agent/plexus/engine"
 )
 
 // outMsg is one server message queued for a connection. Messages made
@@ -136,18 +138,22 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	for _, cp := range first.ClientInfo.Capabilities {
 		c.caps[cp] = true
 	}
-	// Subscribe before reading the store: what is emitted meanwhile
-	// waits in c.out.
+	// The client has seen every event up to start: since, or, without
+	// it, the last event before it subscribed. Subscribing before reading
+	// the store keeps what is emitted meanwhile waiting in c.out; the
+	// store has every event up to it.
+	start := since
+	if !replay {
+		start = h.sess.State().LastSeq
+	}
 	h.subscribe(c)
 	defer h.unsubscribe(c)
-	last := h.sess.State().LastSeq
-	if err := c.write(ctx, s.helloMessage(h, last)); err != nil {
+	if err := c.write(ctx, s.helloMessage(h, start)); err != nil {
 		return
 	}
-	if replay {
-		if last, err = c.replay(ctx, since); err != nil {
-			c.kick(websocket.StatusInternalError, "replaying stored events failed: "+err.Error())
-		}
+	last, err := c.replay(ctx, start)
+	if err != nil {
+		c.kick(websocket.StatusInternalError, "replaying stored events failed: "+err.Error())
 	}
 	st := h.sess.State()
 	if err := c.write(ctx, sessionState{header: header{Type: typeSessionState, Seq: last}, State: st}); err != nil {
@@ -192,22 +198,38 @@ func (c *conn) write(ctx context.Context, v any) error {
 }
 
 // replay sends the stored events after since and returns the last seq
-// sent (since when none).
+// sent (since when none). The session must have a store; without one
+// (an engine that keeps sessions in memory) nothing is replayed.
 func (c *conn) replay(ctx context.Context, since uint64) (uint64, error) {
-	last := since
-	// A turn's token messages carry its text so far, so the events of a
-	// turn begun before since are read too, to rebuild that text.
-	evs, err := c.h.srv.eng.Events(ctx, c.h.id, 0, 0)
-	if err != nil {
-		return last, err
+	eng := c.h.srv.eng
+	evs, err := eng.Events(ctx, c.h.id, since, 0)
+	if errors.Is(err, engine.ErrUnsupported) {
+		return since, nil
+	}
+	if err != nil || len(evs) == 0 {
+		return since, err
 	}
 	m := newMapper()
-	for _, ev := range evs {
-		msgs := m.messages(ev)
-		if ev.Seq <= since {
-			continue
+	// A token message carries its turn's text so far: when the replay
+	// starts inside a turn, the turn's earlier events rebuild that text.
+	if since > 0 {
+		prev, err := eng.Events(ctx, c.h.id, since-1, 1)
+		if err != nil {
+			return since, err
 		}
-		for _, msg := range msgs {
+		if len(prev) == 1 && prev[0].TurnID == evs[0].TurnID {
+			earlier, err := eng.Events(ctx, c.h.id, 0, int(since))
+			if err != nil {
+				return since, err
+			}
+			for _, ev := range earlier {
+				m.messages(ev)
+			}
+		}
+	}
+	last := since
+	for _, ev := range evs {
+		for _, msg := range m.messages(ev) {
 			if err := c.write(ctx, msg); err != nil {
 				return last, err
 			}
