@@ -15,6 +15,7 @@ const (
 	codeInvalidRequest   = "INVALID_REQUEST"
 	codeInvalidMessage   = "INVALID_MESSAGE"
 	codeNotFound         = "NOT_FOUND"
+	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 	codeConflict         = "CONFLICT"
 	codeSessionBusy      = "SESSION_BUSY"
 	codeTooLarge         = "PAYLOAD_TOO_LARGE"

@@ -145,31 +145,23 @@ func (h *hub) broadcastState() {
 	}})
 }
 
-// handle acts on one validated client message from c.
-func (h *hub) handle(ctx context.Context, c *conn, typ string, data []byte) {
-	switch typ {
-	case typeClientHello:
+// handle acts on one decoded client message from c (see decodeClient).
+func (h *hub) handle(ctx context.Context, c *conn, msg any) {
+	switch m := msg.(type) {
+	case *clientHello:
 		c.sendError(codeInvalidMessage, "client.hello was already received on this connection", true, nil)
-	case typeUserMessage:
-		var m userMessage
-		json.Unmarshal(data, &m)
-		h.startTurn(c, m)
-	case typeContextUpdate:
-		var m contextUpdate
-		json.Unmarshal(data, &m)
+	case *userMessage:
+		h.startTurn(c, *m)
+	case *contextUpdate:
 		h.mu.Lock()
 		if h.context == nil {
 			h.context = &engine.TurnContext{}
 		}
 		h.context.Merge(m.Updates)
 		h.mu.Unlock()
-	case typeApprovalResponse:
-		var m approvalResponse
-		json.Unmarshal(data, &m)
-		h.answer(ctx, c, m)
-	case typePatchApplyResult:
-		var m patchApplyResult
-		json.Unmarshal(data, &m)
+	case *approvalResponse:
+		h.answer(ctx, c, *m)
+	case *patchApplyResult:
 		h.mu.Lock()
 		ch, ok := h.applies[m.PatchID]
 		h.mu.Unlock()
@@ -178,13 +170,11 @@ func (h *hub) handle(ctx context.Context, c *conn, typ string, data []byte) {
 			return
 		}
 		select {
-		case ch <- m:
+		case ch <- *m:
 		default:
 			c.sendError(codeConflict, fmt.Sprintf("patch %s already has an apply result", m.PatchID), true, map[string]any{"patch_id": m.PatchID})
 		}
-	case typeCommandResult:
-		var m commandResult
-		json.Unmarshal(data, &m)
+	case *commandResult:
 		h.mu.Lock()
 		ch, ok := h.commands[m.CommandID]
 		h.mu.Unlock()
@@ -197,9 +187,7 @@ func (h *hub) handle(ctx context.Context, c *conn, typ string, data []byte) {
 		default:
 			c.sendError(codeConflict, fmt.Sprintf("command %s already has a result", m.CommandID), true, map[string]any{"command_id": m.CommandID})
 		}
-	case typeCancel:
-		var m cancel
-		json.Unmarshal(data, &m)
+	case *cancel:
 		h.mu.Lock()
 		stop := h.turn
 		h.mu.Unlock()
@@ -212,10 +200,8 @@ func (h *hub) handle(ctx context.Context, c *conn, typ string, data []byte) {
 			reason = "cancelled by the client"
 		}
 		stop(errors.New(reason))
-	case typeFileChanges:
-		var m fileChanges
-		json.Unmarshal(data, &m)
-		h.fileChanges(ctx, c, m)
+	case *fileChanges:
+		h.fileChanges(ctx, c, *m)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -15,32 +16,51 @@ import (
 	"github.com/plexus-agent/plexus/engine"
 )
 
-// routes is the contract's endpoint table (Go 1.22 patterns; other
-// methods on a known path get 405 from the mux, unknown paths 404).
+// routes is the contract's endpoint table (Go 1.22 patterns); unknown
+// paths get 404 and other methods on a known path 405, in error bodies.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", s.handleHealth)
-	mux.HandleFunc("GET /v1/workspaces", s.handleWorkspaces)
-	mux.HandleFunc("POST /v1/workspaces/register", s.handleRegister)
-	mux.HandleFunc("GET /v1/workspaces/{workspace_id}", s.withWorkspace(s.handleWorkspace))
-	mux.HandleFunc("GET /v1/workspaces/{workspace_id}/policy", s.withWorkspace(s.handleGetPolicy))
-	mux.HandleFunc("PUT /v1/workspaces/{workspace_id}/policy", s.withWorkspace(s.handlePutPolicy))
-	mux.HandleFunc("POST /v1/workspaces/{workspace_id}/index/rebuild", s.withWorkspace(s.handleBuild(true)))
-	mux.HandleFunc("POST /v1/workspaces/{workspace_id}/index/refresh", s.withWorkspace(s.handleBuild(false)))
-	mux.HandleFunc("POST /v1/workspaces/{workspace_id}/index/incremental", s.withWorkspace(s.handleIncremental))
-	mux.HandleFunc("GET /v1/workspaces/{workspace_id}/index/status", s.withWorkspace(s.handleIndexStatus))
-	mux.HandleFunc("POST /v1/sessions", s.handleCreateSession)
-	mux.HandleFunc("GET /v1/sessions", s.handleListSessions)
-	mux.HandleFunc("GET /v1/sessions/{session_id}", s.handleGetSession)
-	mux.HandleFunc("DELETE /v1/sessions/{session_id}", s.handleDeleteSession)
-	mux.HandleFunc("GET /v1/sessions/{session_id}/stream", s.handleStream)
-	mux.HandleFunc("GET /v1/models", s.handleModels)
-	mux.HandleFunc("GET /v1/models/current", s.handleGetCurrent)
-	mux.HandleFunc("PUT /v1/models/current", s.handlePutCurrent)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no endpoint %s %s; see the OpenAPI description (transports/httpws/schemas/openapi.json)", r.Method, r.URL.Path), nil)
+	handle := func(method, path string, h http.HandlerFunc) { mux.HandleFunc(method+" "+path, h) }
+	handle("GET", "/v1/health", s.handleHealth)
+	handle("GET", "/v1/workspaces", s.handleWorkspaces)
+	handle("POST", "/v1/workspaces/register", s.handleRegister)
+	handle("GET", "/v1/workspaces/{workspace_id}", s.withWorkspace(s.handleWorkspace))
+	handle("GET", "/v1/workspaces/{workspace_id}/policy", s.withWorkspace(s.handleGetPolicy))
+	handle("PUT", "/v1/workspaces/{workspace_id}/policy", s.withWorkspace(s.handlePutPolicy))
+	handle("POST", "/v1/workspaces/{workspace_id}/index/rebuild", s.withWorkspace(s.handleBuild(true)))
+	handle("POST", "/v1/workspaces/{workspace_id}/index/refresh", s.withWorkspace(s.handleBuild(false)))
+	handle("POST", "/v1/workspaces/{workspace_id}/index/incremental", s.withWorkspace(s.handleIncremental))
+	handle("GET", "/v1/workspaces/{workspace_id}/index/status", s.withWorkspace(s.handleIndexStatus))
+	handle("POST", "/v1/sessions", s.handleCreateSession)
+	handle("GET", "/v1/sessions", s.handleListSessions)
+	handle("GET", "/v1/sessions/{session_id}", s.handleGetSession)
+	handle("DELETE", "/v1/sessions/{session_id}", s.handleDeleteSession)
+	handle("GET", "/v1/sessions/{session_id}/stream", s.handleStream)
+	handle("GET", "/v1/models", s.handleModels)
+	handle("GET", "/v1/models/current", s.handleGetCurrent)
+	handle("PUT", "/v1/models/current", s.handlePutCurrent)
+	// The mux answers unknown paths and methods in plain text; these
+	// answers use the error body format, and a 405 lists Allow.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		var allow []string
+		for _, m := range []string{"GET", "POST", "PUT", "DELETE"} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no endpoint %s %s; see the OpenAPI description (transports/httpws/schemas/openapi.json)", r.Method, r.URL.Path), nil)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, fmt.Sprintf("%s does not take %s; use %s", r.URL.Path, r.Method, strings.Join(allow, ", ")), nil)
 	})
-	return mux
 }
 
 // readBody reads a request body of at most MaxMessageBytes and validates

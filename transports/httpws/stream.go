@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -304,34 +303,23 @@ func (c *conn) read(ctx context.Context, hello chan<- clientHello) {
 			fail("send JSON text messages, not binary ones", nil)
 			continue
 		}
-		var env envelope
-		if err := json.Unmarshal(data, &env); err != nil {
-			fail("the message is not a JSON object with a \"type\": "+err.Error(), nil)
-			continue
-		}
-		schema, ok := compiled.ws[env.Type]
-		if !ok {
-			fail(fmt.Sprintf("unknown message type %q; the client types are %v", env.Type, clientTypes), map[string]any{"type": env.Type})
-			continue
-		}
-		if err := check(schema, data); err != nil {
-			var bad *invalid
-			errors.As(err, &bad)
-			fail(fmt.Sprintf("%s: %v", env.Type, err), map[string]any{"type": env.Type, "field": bad.Field})
+		m, err := decodeClient(data)
+		if err != nil {
+			bad := err.(*badMessage)
+			fail(bad.msg, bad.details)
 			continue
 		}
 		if !greeted {
-			if env.Type != typeClientHello {
-				fail("send client.hello first", map[string]any{"type": env.Type})
+			h, ok := m.(*clientHello)
+			if !ok {
+				fail("send client.hello first", nil)
 				continue
 			}
-			var m clientHello
-			json.Unmarshal(data, &m) // validated above
 			greeted = true
-			hello <- m
+			hello <- *h
 			continue
 		}
-		c.h.handle(ctx, c, env.Type, data)
+		c.h.handle(ctx, c, m)
 	}
 }
 

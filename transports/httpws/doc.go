@@ -1,0 +1,100 @@
+// Package httpws is the HTTP + WebSocket front-end of protocols/
+// http-websocket-sessions.md: the desktop-host server on port 3199 that
+// the VS Code extension talks to. plexus serve --transport http runs it.
+//
+// The REST part (workspaces, policies, index, sessions, models under /v1)
+// is described by schemas/openapi.json (OpenAPI 3.1); every WebSocket
+// message has a JSON Schema in schemas/ws/. Request bodies and client
+// messages are validated against those schemas, so a 400 or a server.error
+// names the offending member as a JSON pointer in details.field.
+//
+// # Choices the contract leaves open
+//
+//   - Authentication: every endpoint, /v1/health included, and the
+//     WebSocket upgrade need Authorization: Bearer TOKEN; anything else is a
+//     401 with WWW-Authenticate: Bearer. The token is compared in constant
+//     time. LoadOrCreateToken generates it on first start (32 random bytes,
+//     base64url) into a 0600 file.
+//   - Error bodies: {"error": {"code", "message", "details"}}, the
+//     server.error shape without recoverable. Codes: UNAUTHORIZED,
+//     INVALID_REQUEST, NOT_FOUND, CONFLICT, PAYLOAD_TOO_LARGE, MODEL_ERROR,
+//     MODEL_UNAVAILABLE, INDEX_FAILED, INTERNAL; WebSocket errors add
+//     INVALID_MESSAGE, SESSION_BUSY and the engine's codes (MODEL_ERROR,
+//     TOOL_ERROR, POLICY_VIOLATION, RETRIEVAL_FAILED, CANCELLED, ...).
+//   - Handshake: the client speaks first with client.hello (within 30 s);
+//     other messages before it get server.error. The server answers
+//     server.hello, then replays (see below), then session.state, then
+//     live messages.
+//   - Sequence numbers (beyond the contract): every server message has
+//     "seq". A message made from an engine event carries the event's
+//     session-wide sequence number and "turn_id"; one event may become
+//     several messages with the same seq (patch.proposed is one message per
+//     file). Other messages (server.hello, session.state, errors about the
+//     client's own messages, index.updated) carry the seq of the last event
+//     sent on that connection, so the highest seq a client has seen is
+//     always its resume point.
+//   - Resumption (beyond the contract): connect to
+//     /v1/sessions/{id}/stream?since=N, N the last seq seen, to receive
+//     every stored event after N in order before the live ones, with
+//     nothing missed or repeated: events are stored before they are
+//     delivered, and the connection subscribes before it reads the store.
+//     assistant.token's cumulative_text is rebuilt for a turn resumed in
+//     its middle. Without since, the stream starts at the moment of
+//     connecting.
+//   - One turn per session at a time: a client.user_message while a turn
+//     runs gets server.error SESSION_BUSY (recoverable); the contract's
+//     client shows one conversation per session, and a queued message
+//     would run a turn the user may be about to cancel. Turns of different
+//     sessions run concurrently.
+//   - Several clients per session all receive the stream; any of them may
+//     answer an approval (approval.resolved tells the others), send
+//     client.cancel, or send results.
+//   - Approvals: tool.request_approval for tools and patch sets (a patch
+//     set is asked about as write_file, or delete_file when it only
+//     deletes, with patch_set_id and patch_ids); command.request_approval
+//     with requires_approval true for commands. client.approval_response
+//     answers by request_id (for a command, its command_id works too).
+//     scope "file" approves file_path (and file_paths); scope "hunk"
+//     approves hunks (0-based indexes into patch.proposed's hunks) of
+//     file_path, or hunks_by_file; anything else approves all.
+//     remember_choice and apply_to_similar store the decision as a policy
+//     rule. The engine's critical risk is reported as high.
+//   - Patch approvals outlive their turn: after a restart (or when the
+//     turn ended while the question was open) session.state still lists
+//     them, and approving one applies the chosen part of the patch set on
+//     the server with the same conflict checks. Tool and command approvals
+//     end with their turn.
+//   - Client capabilities (client.hello): "terminal_exec" makes the
+//     client run commands in its terminal when the workspace policy says
+//     local_terminal: the server sends command.request_approval with
+//     requires_approval false (after the approval, if one was needed) and
+//     waits for client.command_result with that command_id. "patch_apply"
+//     makes the client apply approved patches itself: the server waits
+//     (up to ClientApplyTimeout) for one client.patch_apply_result per
+//     approved file and checks its applied_hash against what the approved
+//     hunks produce. Without these capabilities the server runs commands in
+//     its sandbox and applies patches itself.
+//   - Extensions the contract does not list: approval.resolved,
+//     patch.result (applied, partially_applied, rejected, conflict or
+//     failed, with the files), index.updated (the answer to
+//     client.file_changes), tool.execute's call_id and progress (a running
+//     tool's output goes out as status "started" with progress), the
+//     metadata of assistant.message_final beyond the contract's four
+//     members.
+//   - Context: client.user_message's context is merged into what earlier
+//     messages and client.context_update sent (members present replace the
+//     old ones); the slash command applies to its own message only. The
+//     engine gathers context by the command (engine.TurnContext).
+//   - Limits: one client message or request body may be at most
+//     Options.MaxMessageBytes (1 MiB by default); a larger WebSocket
+//     message closes the connection with 1009 (message too big), a larger
+//     body is a 413. A client that does not read its stream fast enough
+//     (Options.SendQueue messages behind) is disconnected with 1013 (try
+//     again later) and can resume with ?since.
+//   - Shutdown: Shutdown stops accepting, lets running turns finish for
+//     Options.ShutdownGrace, cancels the rest (they end cancelled, with
+//     their events stored) and closes every WebSocket with 1001 (going
+//     away).
+//   - Logging: one slog line per request (method, path without the query,
+//     status, duration) and per stream.
+package httpws
