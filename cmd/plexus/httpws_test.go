@@ -4,10 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"io/fs"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +30,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/transports/httpws/schemas"
 )
 
@@ -565,4 +575,136 @@ func TestHTTPRequiresToken(t *testing.T) {
 	if code, _ := srv.do(t, "GET", "/v1/sessions/"+sessID, ""); code != 200 {
 		t.Errorf("session after unauthorized DELETE: %d", code)
 	}
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key, PEM.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "plexus test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestHTTPServeTLSAndShutdown serves TLS from --tls-cert/--tls-key, runs
+// REST and a WebSocket over it, then sends SIGTERM: the stream closes with
+// 1001 and the process exits 0. A non-loopback --addr without TLS is
+// refused.
+func TestHTTPServeTLSAndShutdown(t *testing.T) {
+	ws := t.TempDir()
+	writeCalc(t, ws)
+	script := filepath.Join(t.TempDir(), "fix.jsonl")
+	writeFile(t, script, fixScript)
+
+	r := plexus(t, ws, "", nil, "serve", "--transport", "http", "--addr", "0.0.0.0:0", "--model", "replay:"+script)
+	if r.code != 2 || !strings.Contains(r.stderr, "not a loopback address") {
+		t.Errorf("plain HTTP on 0.0.0.0: exit %d, %s", r.code, r.stderr)
+	}
+
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	httpsServing := regexp.MustCompile(`serving (https://\S+) `)
+	cmd := exec.Command(plexusBin, "serve", "--transport", "http", "--addr", "127.0.0.1:0", "-w", ws, "--model", "replay:"+script,
+		"--tls-cert", certFile, "--tls-key", keyFile, "--token", "s3cret-token")
+	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir())
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	found := make(chan string, 1)
+	var errText bytes.Buffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			errText.WriteString(sc.Text() + "\n")
+			if m := httpsServing.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+	}()
+	var base string
+	select {
+	case base = <-found:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no serving line")
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest("GET", base+"/v1/health", nil)
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/health over TLS: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	srv := &httpServer{url: base, token: "s3cret-token"}
+	_, body := func() (int, map[string]any) {
+		req, _ := http.NewRequest("POST", base+"/v1/sessions", strings.NewReader(fmt.Sprintf(`{"workspace_id": %q}`, engineWorkspaceID(t, ws))))
+		req.Header.Set("Authorization", "Bearer s3cret-token")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}()
+	sessID, _ := body["session_id"].(string)
+	if sessID == "" {
+		t.Fatalf("create session over TLS: %v", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, strings.Replace(base, "https://", "wss://", 1)+"/v1/sessions/"+sessID+"/stream",
+		&websocket.DialOptions{HTTPClient: client, HTTPHeader: http.Header{"Authorization": {"Bearer " + srv.token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &wsClient{t: t, c: c, schemas: loadWSSchemas(t)}
+	w.send(map[string]any{"type": "client.hello", "client_info": map[string]any{"name": "t", "version": "1", "capabilities": []string{}}})
+	w.until("session.state")
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, _, err := c.Read(rctx)
+		rcancel()
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+				t.Errorf("stream at SIGTERM: %v, want close 1001", err)
+			}
+			break
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("plexus serve after SIGTERM: %v\n%s", err, errText.String())
+	}
+}
+
+// engineWorkspaceID is the id plexus gives the workspace at dir.
+func engineWorkspaceID(t *testing.T, dir string) string {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.WorkspaceID(real)
 }
