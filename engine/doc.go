@@ -18,7 +18,10 @@
 //
 // A turn (Session.Run):
 //
-//  1. Context: the user message plus attachments the client sent.
+//  1. Context: the user message plus attachments the client sent and,
+//     from an editor, its context (TurnContext: active file, selection,
+//     diagnostics, a slash command such as /fix), from which a section of
+//     the message is gathered within ContextBudget.
 //  2. Planning: the model may publish numbered steps by calling the built-in
 //     update_plan tool; each call becomes a PlanEvent.
 //  3. Tool loop: the model calls tools; each call passes policy (read-only

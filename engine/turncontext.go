@@ -215,11 +215,13 @@ func (c *TurnContext) Merge(update *TurnContext) {
 }
 
 // ContextBudget is the most bytes the editor context section adds to a
-// user message: 48 KiB, about 12k tokens, a third of a 32k-token context
-// window. Each piece has its own, smaller cap first; when the pieces
-// together exceed the budget the later ones (open editors, then the
-// command's extras, in the order of the section) are cut or left out, and
-// the section names what was left out.
+// user message: 48 KiB, about 12k tokens, a little over a third of a
+// 32k-token context window. Each piece has its own, smaller cap first
+// (marked where it cuts). The pieces are laid out in order of priority
+// (command, active file, selection, diagnostics, mentions, the command's
+// extras, open editors); the first that does not fit the budget is cut,
+// the rest are named as left out, and the notes (missing or refused files)
+// always come last.
 const ContextBudget = 48 << 10
 
 // Caps of the pieces of the context section, in bytes unless named
@@ -294,10 +296,11 @@ func (t *turn) editorContext(ctx context.Context, c *TurnContext) gathered {
 // gathering strategy":
 //
 //   - Always: the active file (path, language, unsaved changes), the
-//     selected text, the mentioned files and symbols, the diagnostics, the
+//     selected text, the diagnostics, the mentioned files and symbols, the
 //     open editors (paths only).
-//   - /fix: the terminal output (tails), the client's git state and the
-//     workspace's `git diff HEAD`, and the lines around each diagnostic.
+//   - /fix: the terminal output (tails), the lines around each
+//     diagnostic, the client's git state and the workspace's
+//     `git diff HEAD`.
 //   - /test: the active file, its tests (or, for a test, its source) found
 //     by naming convention (see testConvention), the terminal output.
 //   - /explain: the selection, or with none the function or block around
@@ -324,6 +327,7 @@ func gatherContext(ctx context.Context, root string, s Searcher, c *TurnContext)
 	if len(parts) == 0 && len(g.notes) == 0 {
 		return gathered{}
 	}
+	slices.Sort(g.refused)
 	return gathered{text: renderContext(parts, g.notes, ContextBudget), focus: g.focus, refused: slices.Compact(g.refused)}
 }
 
@@ -396,27 +400,31 @@ func (g *gatherer) parts(c *TurnContext) []part {
 		parts = append(parts, p...)
 		family = langFamily(g.display(ed.FilePath), ed.Language)
 	}
-	parts = append(parts, g.mentions(c.Mentions)...)
 	diags := sortedDiagnostics(c.Diagnostics)
 	if p, ok := g.diagnostics(diags); ok {
 		parts = append(parts, p)
 	}
+	parts = append(parts, g.mentions(c.Mentions)...)
 
 	switch cmd {
 	case SlashFix:
 		parts = append(parts, g.terminal(c.TerminalOutput, "the failing output")...)
-		parts = append(parts, g.git(c.GitContext)...)
 		parts = append(parts, g.diagnosticWindows(diags, active)...)
+		parts = append(parts, g.git(c.GitContext)...)
 	case SlashTest:
 		parts = append(parts, g.tests(active)...)
 		parts = append(parts, g.terminal(c.TerminalOutput, "the recent test output")...)
 	case SlashExplain:
-		if active != nil && selectionEmpty(ed.Selection) {
-			parts = append(parts, g.scope(active, family, ed.Selection))
+		switch {
+		case active == nil || !selectionEmpty(ed.Selection):
+		case ed.Selection == nil:
+			g.notef("the client sent neither a selection nor a cursor position, so no code around the cursor is shown")
+		default:
+			parts = append(parts, g.scope(active, family, ed.Selection.Start.Line))
 		}
 	case SlashRefactor:
 		if active != nil {
-			parts = append(parts, part{title: "Active file " + active.rel, body: capHead(string(active.data), maxSourceBytes), code: true, lang: fenceLang(active.rel, ed.Language)})
+			parts = append(parts, part{title: "Content of the active file " + active.rel, body: capHead(string(active.data), maxSourceBytes), code: true, lang: fenceLang(active.rel, ed.Language)})
 			parts = append(parts, g.imports(active, family)...)
 			parts = append(parts, g.dependents(active, family))
 		}
@@ -665,7 +673,7 @@ func (g *gatherer) diagnosticWindows(ds []Diagnostic, active *fileText) []part {
 	byFile := map[string][]int{}
 	for _, d := range ds {
 		if len(byFile) == maxDiagWindows && byFile[d.FilePath] == nil {
-			break
+			continue
 		}
 		if byFile[d.FilePath] == nil {
 			order = append(order, d.FilePath)
@@ -817,9 +825,10 @@ func (g *gatherer) git(gc *GitContext) []part {
 
 // gitDiff runs `git diff HEAD` in root (restricted to it with --relative,
 // within gitTimeout, without external diff programs, text conversion or
-// fsmonitor hooks) and returns the diff, capped at maxGitDiffBytes, or a
-// one-line note saying why there is none (git missing, not a repository,
-// no changes, a failure).
+// the fsmonitor hook; clean filters such as git-lfs still run, as in any
+// git diff) and returns the diff, capped at maxGitDiffBytes, or a one-line
+// note saying why there is none (git missing, not a repository, no
+// changes, a failure). Before the first commit it shows what is staged.
 func gitDiff(ctx context.Context, root string) (diff, note string) {
 	bin, err := exec.LookPath("git")
 	if err != nil {
@@ -837,7 +846,7 @@ func gitDiff(ctx context.Context, root string) (diff, note string) {
 		cmd.Stdout, cmd.Stderr = out, errOut
 		cmd.WaitDelay = time.Second
 		err := cmd.Run()
-		if err != nil && ctx.Err() != nil {
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("git %s did not finish within %s", sub, gitTimeout)
 		}
 		return out, strings.TrimSpace(string(errOut.buf)), err
@@ -946,14 +955,11 @@ func (g *gatherer) tests(active *fileText) []part {
 	return parts
 }
 
-// scope shows the function or block around the cursor (/explain with an
-// empty selection).
-func (g *gatherer) scope(f *fileText, family string, sel *Selection) part {
+// scope shows the function or block around the cursor at line (0-based),
+// for /explain with an empty selection.
+func (g *gatherer) scope(f *fileText, family string, line int) part {
 	lines := f.lines()
-	line := 0
-	if sel != nil {
-		line = min(max(sel.Start.Line, 0), max(len(lines)-1, 0))
-	}
+	line = min(max(line, 0), max(len(lines)-1, 0))
 	start, end, how, ok := g.indexScope(f, lines, line)
 	if !ok {
 		if start, end, ok = heuristicScope(lines, line, family); ok {
@@ -1505,6 +1511,7 @@ func (p part) render(body string) string {
 	if !p.code {
 		return "\n### " + p.title + "\n" + body + "\n"
 	}
+	body = strings.TrimSuffix(body, "\n")
 	f := fence(body)
 	return "\n### " + p.title + "\n" + f + p.lang + "\n" + body + "\n" + f + "\n"
 }
