@@ -2,7 +2,6 @@ package httpws
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -126,7 +125,7 @@ func (h *hub) onEvent(ev engine.Event) {
 	msgs := h.live.messages(ev)
 	h.mu.Unlock()
 	for _, m := range msgs {
-		data, err := json.Marshal(m)
+		data, err := encode(m)
 		if err != nil {
 			h.srv.log.Error("marshal event", "session", h.id, "seq", ev.Seq, "error", err)
 			continue

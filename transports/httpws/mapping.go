@@ -2,7 +2,7 @@ package httpws
 
 import (
 	"encoding/json"
-	"strings"
+	"strconv"
 
 	"github.com/plexus-agent/plexus/engine"
 )
@@ -12,7 +12,43 @@ import (
 // one mapper must see every event of a turn in order.
 type mapper struct {
 	turn string
-	text strings.Builder
+	// text is the turn's text so far, JSON-escaped (without quotes): the
+	// k-th token message repeats all k tokens, so escaping only the new
+	// one keeps the cost of a turn's token messages to copying.
+	text []byte
+}
+
+// preEncoded is a server message already encoded as JSON; senders write it
+// as it is instead of marshalling it.
+type preEncoded []byte
+
+// encode returns the JSON of a server message.
+func encode(m any) ([]byte, error) {
+	if p, ok := m.(preEncoded); ok {
+		return p, nil
+	}
+	return json.Marshal(m)
+}
+
+// tokenMessage encodes assistant.token ({"type", "seq", "turn_id",
+// "token", "cumulative_text"}) and appends the token to m.text.
+func (m *mapper) tokenMessage(hd header, tok string) preEncoded {
+	q, _ := json.Marshal(tok) // a string always marshals
+	m.text = append(m.text, q[1:len(q)-1]...)
+	turn, _ := json.Marshal(hd.TurnID)
+	b := make([]byte, 0, len(m.text)+len(q)+len(turn)+96)
+	b = append(b, `{"type":"`+typeToken+`","seq":`...)
+	b = strconv.AppendUint(b, hd.Seq, 10)
+	if hd.TurnID != "" {
+		b = append(b, `,"turn_id":`...)
+		b = append(b, turn...)
+	}
+	b = append(b, `,"token":`...)
+	b = append(b, q...)
+	b = append(b, `,"cumulative_text":"`...)
+	b = append(b, m.text...)
+	b = append(b, `"}`...)
+	return b
 }
 
 func newMapper() *mapper { return &mapper{} }
@@ -22,7 +58,7 @@ func newMapper() *mapper { return &mapper{} }
 func (m *mapper) messages(ev engine.Event) []any {
 	if ev.TurnID != m.turn {
 		m.turn = ev.TurnID
-		m.text.Reset()
+		m.text = m.text[:0]
 	}
 	hd := header{Seq: ev.Seq, TurnID: ev.TurnID}
 	with := func(t string) header { h := hd; h.Type = t; return h }
@@ -34,8 +70,7 @@ func (m *mapper) messages(ev engine.Event) []any {
 	case *engine.RetrievalEvent:
 		return []any{retrieveStatus{header: with(typeRetrieveStatus), Stage: d.Stage, ResultsCount: d.Count, Message: d.Message}}
 	case *engine.TokenEvent:
-		m.text.WriteString(d.Text)
-		return []any{token{header: with(typeToken), Token: d.Text, CumulativeText: m.text.String()}}
+		return []any{m.tokenMessage(hd, d.Text)}
 	case *engine.ToolCallEvent:
 		return []any{toolMessage(with(typeToolExecute), d)}
 	case *engine.PatchProposedEvent:

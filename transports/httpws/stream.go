@@ -187,7 +187,7 @@ func truncateReason(s string) string {
 
 // write sends one message now (before the write loop starts).
 func (c *conn) write(ctx context.Context, v any) error {
-	data, err := json.Marshal(v)
+	data, err := encode(v)
 	if err != nil {
 		return err
 	}

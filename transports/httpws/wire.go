@@ -240,11 +240,8 @@ type commandApproval struct {
 	RiskLevel        string            `json:"risk_level,omitempty"`
 }
 
-type token struct {
-	header
-	Token          string `json:"token"`
-	CumulativeText string `json:"cumulative_text"`
-}
+// assistant.token is encoded by mapper.tokenMessage: type, seq, turn_id,
+// token and cumulative_text.
 
 type messageFinal struct {
 	header
