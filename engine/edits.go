@@ -275,15 +275,22 @@ func selection(d ApprovalDecision) PatchSelection {
 	if !d.Approved {
 		return PatchSelection{}
 	}
+	// A file or hunk scope that names nothing approves nothing: an
+	// approval never grows beyond what it names.
 	switch d.Scope {
 	case "file":
-		if len(d.Files) > 0 {
-			return PatchSelection{Files: d.Files}
-		}
+		return PatchSelection{Files: d.Files}
 	case "hunk":
-		if len(d.Hunks) > 0 {
-			return PatchSelection{Hunks: d.Hunks}
+		var hunks map[string][]int
+		for path, hs := range d.Hunks {
+			if len(hs) > 0 {
+				if hunks == nil {
+					hunks = map[string][]int{}
+				}
+				hunks[path] = hs
+			}
 		}
+		return PatchSelection{Hunks: hunks}
 	}
 	return PatchSelection{All: true}
 }

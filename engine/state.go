@@ -60,9 +60,12 @@ type stateTracker struct {
 	// with the turn that asked.
 	approvals  map[string]pendingApproval
 	approvalIx []string
-	ended      map[string]bool // turns with a final event
-	plan       []PlanStep
-	lastTurn   string
+	// answering marks approvals AnswerPending is settling.
+	answering map[string]bool
+	ended     map[string]bool // turns with a final event
+	// open are the turns with events but no final event yet, in order.
+	open []string
+	plan []PlanStep
 }
 
 type pendingApproval struct {
@@ -73,13 +76,15 @@ type pendingApproval struct {
 func newStateTracker() *stateTracker {
 	return &stateTracker{
 		sets: map[string]*PatchSet{}, settled: map[string]bool{},
-		approvals: map[string]pendingApproval{}, ended: map[string]bool{},
+		approvals: map[string]pendingApproval{}, answering: map[string]bool{}, ended: map[string]bool{},
 	}
 }
 
 // apply updates the state with one event.
 func (st *stateTracker) apply(ev Event) {
-	st.lastTurn = ev.TurnID
+	if _, final := ev.Data.(*FinalEvent); !final && ev.TurnID != "" && !st.ended[ev.TurnID] && !slices.Contains(st.open, ev.TurnID) {
+		st.open = append(st.open, ev.TurnID)
+	}
 	switch d := ev.Data.(type) {
 	case *PatchProposedEvent:
 		set := d.Set
@@ -113,6 +118,7 @@ func (st *stateTracker) apply(ev Event) {
 		st.plan = d.Steps
 	case *FinalEvent:
 		st.ended[ev.TurnID] = true
+		st.open = slices.DeleteFunc(st.open, func(id string) bool { return id == ev.TurnID })
 		// Approvals of tools and commands die with their turn.
 		for id, p := range st.approvals {
 			if p.turn == ev.TurnID && p.req.PatchSet == nil {
@@ -198,18 +204,33 @@ func (s *Session) AnswerPending(ctx context.Context, requestID string, dec Appro
 	s.emitMu.Lock()
 	p, ok := s.state.approvals[requestID]
 	ended := s.state.ended[p.turn]
-	s.emitMu.Unlock()
+	busy := s.state.answering[requestID]
+	var err error
 	switch {
 	case !ok:
-		return PatchResultEvent{}, fmt.Errorf("%w: no pending approval request %s in session %s", ErrNotFound, requestID, s.id)
+		err = fmt.Errorf("%w: no pending approval request %s in session %s", ErrNotFound, requestID, s.id)
+	case busy:
+		err = fmt.Errorf("%w: approval request %s is being answered already", ErrConflict, requestID)
 	case !ended:
-		return PatchResultEvent{}, fmt.Errorf("%w: approval request %s belongs to the running turn; answer it through the turn", ErrInvalidRequest, requestID)
+		err = fmt.Errorf("%w: approval request %s belongs to the running turn; answer it through the turn", ErrInvalidRequest, requestID)
 	case p.req.PatchSet == nil:
-		return PatchResultEvent{}, fmt.Errorf("%w: approval request %s was for %s, and its turn has ended", ErrInvalidRequest, requestID, p.req.Tool)
+		err = fmt.Errorf("%w: approval request %s was for %s, and its turn has ended", ErrInvalidRequest, requestID, p.req.Tool)
+	case s.engine.opts.Patcher == nil:
+		err = fmt.Errorf("%w: this engine applies no patches (no patcher configured)", ErrUnsupported)
+	default:
+		// Claimed: a concurrent answer gets ErrConflict until this one
+		// is settled.
+		s.state.answering[requestID] = true
 	}
-	if s.engine.opts.Patcher == nil {
-		return PatchResultEvent{}, fmt.Errorf("%w: this engine applies no patches (no patcher configured)", ErrUnsupported)
+	s.emitMu.Unlock()
+	if err != nil {
+		return PatchResultEvent{}, err
 	}
+	defer func() {
+		s.emitMu.Lock()
+		delete(s.state.answering, requestID)
+		s.emitMu.Unlock()
+	}()
 	if dec.Actor == "" {
 		dec.Actor = "user"
 	}
@@ -218,7 +239,8 @@ func (s *Session) AnswerPending(ctx context.Context, requestID string, dec Appro
 	}
 	set := p.req.PatchSet
 	// The ended turn settles its own patch; no Host, so the apply is
-	// server-side.
+	// server-side. The apply is not cut short by ctx once it started: the
+	// approval is answered by then.
 	t := &turn{s: s, e: s.engine, id: p.turn, opts: TurnOptions{OnEvent: onEvent}}
 	t.meta.FilesModified = []string{}
 	req := ActionRequest{Kind: ActionPatchApply, Tool: "apply_patch", Paths: setPaths(set), Deletes: setDeletes(set), Args: patchArgs(set)}
@@ -226,9 +248,11 @@ func (s *Session) AnswerPending(ctx context.Context, requestID string, dec Appro
 	if !dec.Approved {
 		kind = "denial"
 	}
-	t.record(ctx, kind, dec.Actor, req, "", nil, dec.Reason)
+	actx, cancel := storeContext(ctx)
+	defer cancel()
+	t.record(actx, kind, dec.Actor, req, "", nil, dec.Reason)
 	t.emit(approvalResult(requestID, dec))
-	return t.settlePatch(ctx, req, set, selection(dec), dec.Reason, dec.Actor, false)
+	return t.settlePatch(actx, req, set, selection(dec), dec.Reason, dec.Actor, false)
 }
 
 // approvalResult is the event reporting dec.
@@ -240,23 +264,19 @@ func approvalResult(id string, dec ApprovalDecision) *ApprovalResultEvent {
 	return ev
 }
 
-// closeInterrupted ends, with a FinalEvent of status error, a stored turn
-// that has no final event because the process serving it stopped. The
-// caller has just loaded s and replayed its events into s.state.
+// closeInterrupted ends, with a FinalEvent of status error, every stored
+// turn that has no final event because the process serving it stopped.
+// The caller has just loaded s, replayed its events into s.state, and
+// holds its turn lock.
 func (s *Session) closeInterrupted() {
 	s.emitMu.Lock()
-	turnID := s.state.lastTurn
-	open := turnID != "" && !s.state.ended[turnID]
+	open := slices.Clone(s.state.open)
 	s.emitMu.Unlock()
-	if !open {
-		return
+	for _, turnID := range open {
+		s.emit(turnID, nil, &FinalEvent{Status: TurnError, Error: "the server stopped before this turn finished; its patch approvals can still be answered",
+			Metadata: TurnMetadata{ToolsUsed: []string{}, FilesModified: []string{}}})
+		s.mu.Lock()
+		s.turns++
+		s.mu.Unlock()
 	}
-	msg := "the server stopped before this turn finished"
-	if n := len(s.PendingApprovals()); n > 0 {
-		msg += "; patch approvals still pending can be answered"
-	}
-	s.emit(turnID, nil, &FinalEvent{Status: TurnError, Error: msg})
-	s.mu.Lock()
-	s.turns++
-	s.mu.Unlock()
 }

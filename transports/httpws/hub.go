@@ -37,6 +37,12 @@ type hub struct {
 	applies map[string]chan patchApplyResult
 	// live maps the running turn's events to messages.
 	live *mapper
+	// deleted is set when the session is deleted: no client may join and
+	// no turn start any more.
+	deleted bool
+	// orphan cancels the running turn when no client has been connected
+	// for Options.OrphanTimeout; nil while a client is connected.
+	orphan *time.Timer
 }
 
 // hub returns the session's hub, loading the session (from the store
@@ -74,16 +80,43 @@ func (s *Server) dropHub(id string) {
 	s.mu.Unlock()
 }
 
-func (h *hub) subscribe(c *conn) {
+// subscribe adds a client; it reports false when the session was deleted.
+func (h *hub) subscribe(c *conn) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.deleted {
+		return false
+	}
 	h.subs[c] = struct{}{}
-	h.mu.Unlock()
+	if h.orphan != nil {
+		h.orphan.Stop()
+		h.orphan = nil
+	}
+	return true
 }
 
+// unsubscribe removes a client. When the last one leaves while a turn
+// runs, the turn is cancelled after Options.OrphanTimeout unless a client
+// comes back: a turn waiting for an approval or a command result must not
+// hold the session (and a server slot) for ever. Its patch approvals stay
+// answerable.
 func (h *hub) unsubscribe(c *conn) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	delete(h.subs, c)
-	h.mu.Unlock()
+	if len(h.subs) == 0 && h.turn != nil && h.orphan == nil {
+		stop := h.turn
+		after := h.srv.opts.OrphanTimeout
+		h.orphan = time.AfterFunc(after, func() {
+			h.mu.Lock()
+			orphaned := len(h.subs) == 0 && h.orphan != nil
+			h.orphan = nil
+			h.mu.Unlock()
+			if orphaned {
+				stop(fmt.Errorf("no client was connected to the session for %s", after))
+			}
+		})
+	}
 }
 
 // closeAll disconnects every client of the session.
@@ -210,12 +243,7 @@ func (h *hub) handle(ctx context.Context, c *conn, msg any) {
 // rather than queued behind a turn the user may be about to cancel.
 func (h *hub) startTurn(c *conn, m userMessage) {
 	s := h.srv
-	h.mu.Lock()
-	if h.turn != nil {
-		h.mu.Unlock()
-		c.sendError(codeSessionBusy, "a turn is running in this session; wait for assistant.message_final or send client.cancel first", true, nil)
-		return
-	}
+	// Lock order: the server's lock is never taken under a hub's.
 	s.mu.Lock()
 	closing := s.closing
 	if !closing {
@@ -223,8 +251,14 @@ func (h *hub) startTurn(c *conn, m userMessage) {
 	}
 	s.mu.Unlock()
 	if closing {
-		h.mu.Unlock()
 		c.sendError(codeInternal, "the server is shutting down; send the message again after it restarts", true, nil)
+		return
+	}
+	h.mu.Lock()
+	if h.turn != nil || h.deleted {
+		h.mu.Unlock()
+		s.turns.Done()
+		c.sendError(codeSessionBusy, "a turn is running in this session; wait for assistant.message_final or send client.cancel first", true, nil)
 		return
 	}
 	if m.Context != nil {
@@ -244,7 +278,6 @@ func (h *hub) startTurn(c *conn, m userMessage) {
 	}
 	ctx, stop := context.WithCancelCause(s.base)
 	h.turn = stop
-	h.live = newMapper()
 	host := newTurnHost(h, c.caps)
 	h.mu.Unlock()
 
@@ -254,6 +287,10 @@ func (h *hub) startTurn(c *conn, m userMessage) {
 		_, err := h.sess.Run(ctx, engine.TurnInput{Message: m.Message, Context: tc}, engine.TurnOptions{Host: host, OnEvent: h.onEvent})
 		h.mu.Lock()
 		h.turn = nil
+		if h.orphan != nil {
+			h.orphan.Stop()
+			h.orphan = nil
+		}
 		clear(h.approvals)
 		clear(h.commandApprovals)
 		clear(h.commands)
@@ -292,7 +329,10 @@ func (h *hub) answer(ctx context.Context, c *conn, m approvalResponse) {
 		}
 		return
 	}
-	_, err := h.sess.AnswerPending(ctx, id, dec, h.onEvent)
+	// The apply must not stop half-way when the answering client leaves.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	_, err := h.sess.AnswerPending(actx, id, dec, h.onEvent)
 	if err != nil {
 		_, code := engineStatus(err)
 		c.sendError(code, err.Error(), true, map[string]any{"request_id": m.RequestID})

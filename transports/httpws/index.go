@@ -56,6 +56,11 @@ func (s *Server) handleBuild(rebuild bool) func(http.ResponseWriter, *http.Reque
 			return
 		}
 		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			writeError(w, http.StatusServiceUnavailable, codeInternal, "the server is shutting down", nil)
+			return
+		}
 		if j := s.indexing[ws.ID]; j != nil && j.snapshot().State == jobRunning {
 			s.mu.Unlock()
 			writeError(w, http.StatusConflict, codeConflict, fmt.Sprintf("an index %s of this workspace is running; follow it with GET .../index/status", j.snapshot().Kind), nil)
@@ -63,8 +68,10 @@ func (s *Server) handleBuild(rebuild bool) func(http.ResponseWriter, *http.Reque
 		}
 		job := &indexJob{Kind: kind, State: jobRunning, Started: time.Now().UTC()}
 		s.indexing[ws.ID] = job
+		s.jobs.Add(1)
 		s.mu.Unlock()
 		go func() {
+			defer s.jobs.Done()
 			stats, err := s.opts.Indexer.Build(s.base, ws.Root, rebuild)
 			now := time.Now().UTC()
 			job.mu.Lock()

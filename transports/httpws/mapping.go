@@ -11,11 +11,13 @@ import (
 // the text of the current turn for assistant.token's cumulative_text, so
 // one mapper must see every event of a turn in order.
 type mapper struct {
-	turn string
-	// text is the turn's text so far, JSON-escaped (without quotes): the
-	// k-th token message repeats all k tokens, so escaping only the new
-	// one keeps the cost of a turn's token messages to copying.
-	text []byte
+	// texts are the turns' text so far, by turn id, JSON-escaped (without
+	// quotes): the k-th token message repeats all k tokens, so escaping
+	// only the new one keeps the cost of a turn's token messages to
+	// copying. Kept per turn, because events of an ended turn (a patch
+	// approval answered later) may come between a running turn's tokens;
+	// dropped at the turn's final event.
+	texts map[string][]byte
 }
 
 // preEncoded is a server message already encoded as JSON; senders write it
@@ -31,12 +33,13 @@ func encode(m any) ([]byte, error) {
 }
 
 // tokenMessage encodes assistant.token ({"type", "seq", "turn_id",
-// "token", "cumulative_text"}) and appends the token to m.text.
+// "token", "cumulative_text"}) and appends the token to its turn's text.
 func (m *mapper) tokenMessage(hd header, tok string) preEncoded {
 	q, _ := json.Marshal(tok) // a string always marshals
-	m.text = append(m.text, q[1:len(q)-1]...)
+	text := append(m.texts[hd.TurnID], q[1:len(q)-1]...)
+	m.texts[hd.TurnID] = text
 	turn, _ := json.Marshal(hd.TurnID)
-	b := make([]byte, 0, len(m.text)+len(q)+len(turn)+96)
+	b := make([]byte, 0, len(text)+len(q)+len(turn)+96)
 	b = append(b, `{"type":"`+typeToken+`","seq":`...)
 	b = strconv.AppendUint(b, hd.Seq, 10)
 	if hd.TurnID != "" {
@@ -46,20 +49,16 @@ func (m *mapper) tokenMessage(hd header, tok string) preEncoded {
 	b = append(b, `,"token":`...)
 	b = append(b, q...)
 	b = append(b, `,"cumulative_text":"`...)
-	b = append(b, m.text...)
+	b = append(b, text...)
 	b = append(b, `"}`...)
 	return b
 }
 
-func newMapper() *mapper { return &mapper{} }
+func newMapper() *mapper { return &mapper{texts: map[string][]byte{}} }
 
 // messages returns the server messages of ev (none for events this
 // protocol does not carry).
 func (m *mapper) messages(ev engine.Event) []any {
-	if ev.TurnID != m.turn {
-		m.turn = ev.TurnID
-		m.text = m.text[:0]
-	}
 	hd := header{Seq: ev.Seq, TurnID: ev.TurnID}
 	with := func(t string) header { h := hd; h.Type = t; return h }
 	switch d := ev.Data.(type) {
@@ -102,6 +101,7 @@ func (m *mapper) messages(ev engine.Event) []any {
 		return []any{serverError{header: with(typeServerError), Error: errorBody{
 			Code: string(d.Code), Message: d.Message, Details: d.Details, Recoverable: d.Recoverable}}}
 	case *engine.FinalEvent:
+		delete(m.texts, ev.TurnID)
 		md := d.Metadata
 		return []any{messageFinal{header: with(typeMessageFinal), Message: finalText(d), Metadata: finalMetadata{
 			TokensUsed: md.TokensUsed, FilesModified: len(md.FilesModified), ToolsUsed: nonNil(md.ToolsUsed),

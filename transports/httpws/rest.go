@@ -107,8 +107,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if ref := s.eng.CurrentModel(); !ref.IsZero() {
 		out.Model = &currentModel{Provider: ref.Provider, ModelName: ref.Name, Capabilities: []string{}}
 	}
-	s.mu.Lock()
-	for _, h := range s.hubs {
+	for _, h := range s.allHubs() {
 		h.mu.Lock()
 		if h.turn != nil {
 			out.ActiveTurns++
@@ -116,7 +115,6 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		out.Connections += len(h.subs)
 		h.mu.Unlock()
 	}
-	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -277,6 +275,7 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mu.Lock()
+	h.deleted = true
 	if h.turn != nil {
 		h.turn(errors.New("the session was deleted"))
 	}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -29,6 +27,9 @@ const (
 	// DefaultShutdownGrace is how long Shutdown lets running turns finish
 	// before cancelling them.
 	DefaultShutdownGrace = 10 * time.Second
+	// DefaultOrphanTimeout is how long a turn runs on with no client
+	// connected to its session.
+	DefaultOrphanTimeout = 10 * time.Minute
 )
 
 // Indexer is the workspace index as the index endpoints and
@@ -73,6 +74,11 @@ type Options struct {
 	// ShutdownGrace bounds how long Shutdown waits for running turns
 	// before cancelling them (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
+	// OrphanTimeout cancels a running turn when no client has been
+	// connected to its session for this long (default
+	// DefaultOrphanTimeout): an approval or a command result nobody can
+	// send must not hold the session for ever.
+	OrphanTimeout time.Duration
 	// Logger receives one line per request and connection; nil discards.
 	Logger *slog.Logger
 }
@@ -99,6 +105,11 @@ type Server struct {
 	closing  bool
 	turns    sync.WaitGroup // running turns
 	conns    sync.WaitGroup // open WebSocket connections
+	jobs     sync.WaitGroup // index builds
+	// stopping is closed when Shutdown has ended the turns: every stream
+	// then flushes and closes with 1001.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // New returns a Server. Errors: a missing Engine or Token.
@@ -118,6 +129,9 @@ func New(opts Options) (*Server, error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = DefaultShutdownGrace
 	}
+	if opts.OrphanTimeout <= 0 {
+		opts.OrphanTimeout = DefaultOrphanTimeout
+	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -129,13 +143,16 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts: opts, eng: opts.Engine, token: opts.Token, log: log, started: time.Now(),
 		base: base, cancelBase: cancel, hubs: map[string]*hub{}, indexing: map[string]*indexJob{},
+		stopping: make(chan struct{}),
 	}
 	s.handler = s.logRequests(s.requireToken(s.routes()))
 	s.http = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.Background() },
+		// Idle keep-alive connections (authenticated or not) are closed.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return context.Background() },
 	}
 	return s, nil
 }
@@ -185,15 +202,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 	}
-	s.mu.Lock()
-	hubs := make([]*hub, 0, len(s.hubs))
-	for _, h := range s.hubs {
-		hubs = append(hubs, h)
-	}
-	s.mu.Unlock()
-	for _, h := range hubs {
-		h.closeAll(websocket.StatusGoingAway, "server shutting down")
-	}
+	// Every stream, greeted or not, writes what is queued (the cancelled
+	// turns' last events) and closes with 1001.
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.jobs.Wait()
 	cdone := make(chan struct{})
 	go func() { s.conns.Wait(); close(cdone) }()
 	select {
@@ -210,7 +222,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close cancels everything at once (Shutdown with no grace).
 func (s *Server) Close() error {
 	s.cancelBase(errShutdown)
+	s.stopOnce.Do(func() { close(s.stopping) })
 	return s.http.Close()
+}
+
+// allHubs returns the hubs, taken under the server's lock, for callers
+// that then lock each hub (never under the server's lock).
+func (s *Server) allHubs() []*hub {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*hub, 0, len(s.hubs))
+	for _, h := range s.hubs {
+		out = append(out, h)
+	}
+	return out
 }
 
 // statusRecorder remembers the status a handler wrote.

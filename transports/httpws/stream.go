@@ -2,10 +2,11 @@ package httpws
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,9 +92,19 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		}
 		since, replay = n, true
 	}
+	if !headerHas(r.Header, "Upgrade", "websocket") {
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, "this endpoint is a WebSocket: connect with a WebSocket client (Upgrade: websocket)", nil)
+		return
+	}
 	h, err := s.hub(id)
 	if err != nil {
 		writeEngineError(w, err)
+		return
+	}
+	if last := h.sess.State().LastSeq; replay && since > last {
+		writeError(w, http.StatusBadRequest, codeInvalidRequest,
+			fmt.Sprintf("since %d is beyond the session's last event (%d); reconnect with since=%d or without since", since, last, last),
+			map[string]any{"field": "since", "last_seq": last})
 		return
 	}
 	s.mu.Lock()
@@ -123,12 +134,22 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 
 	hello := make(chan clientHello, 1)
-	go c.read(ctx, hello)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		c.read(ctx, hello)
+	}()
+	// The reader may be answering an approval; it ends when the socket
+	// closes.
+	defer func() { ws.CloseNow(); <-readDone }()
 	var first clientHello
 	select {
 	case first = <-hello:
 	case <-c.gone:
 		c.finish(ws)
+		return
+	case <-s.stopping:
+		ws.Close(websocket.StatusGoingAway, "server shutting down")
 		return
 	case <-time.After(30 * time.Second):
 		ws.Close(websocket.StatusPolicyViolation, "no client.hello within 30 s")
@@ -145,7 +166,10 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	if !replay {
 		start = h.sess.State().LastSeq
 	}
-	h.subscribe(c)
+	if !h.subscribe(c) {
+		ws.Close(websocket.StatusNormalClosure, "session deleted")
+		return
+	}
 	defer h.unsubscribe(c)
 	if err := c.write(ctx, s.helloMessage(h, start)); err != nil {
 		return
@@ -238,41 +262,75 @@ func (c *conn) replay(ctx context.Context, since uint64) (uint64, error) {
 	return last, nil
 }
 
-// writeLoop writes queued messages until the connection ends, skipping
-// events at or below last (already replayed).
-func (c *conn) writeLoop(ctx context.Context, last uint64) {
+// writeLoop writes queued messages until the connection ends. Event
+// messages at or below replayed (the last seq the replay sent) were sent
+// already and are skipped; one event can make several messages with the
+// same seq (patch.proposed per file), so the floor stays fixed. last, the
+// seq other messages carry, follows what was written. When the server
+// stops, what is queued is written and the socket closes with 1001.
+func (c *conn) writeLoop(ctx context.Context, replayed uint64) {
+	last := replayed
+	write := func(m outMsg) bool {
+		var data []byte
+		switch {
+		case m.build != nil:
+			b, err := encode(m.build(last))
+			if err != nil {
+				return true
+			}
+			data = b
+		case m.seq != 0 && m.seq <= replayed:
+			return true
+		default:
+			data = m.data
+			last = max(last, m.seq)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := c.ws.Write(wctx, websocket.MessageText, data)
+		cancel()
+		if err != nil {
+			c.kick(websocket.StatusGoingAway, "")
+			return false
+		}
+		return true
+	}
 	for {
 		select {
 		case <-c.gone:
 			return
 		case <-ctx.Done():
 			return
-		case m := <-c.out:
-			var data []byte
-			switch {
-			case m.build != nil:
-				b, err := json.Marshal(m.build(last))
-				if err != nil {
-					continue
-				}
-				data = b
-			case m.seq != 0 && m.seq <= last:
-				continue
-			default:
-				data = m.data
-				if m.seq > last {
-					last = m.seq
+		case <-c.h.srv.stopping:
+			for {
+				select {
+				case m := <-c.out:
+					if !write(m) {
+						return
+					}
+				default:
+					c.kick(websocket.StatusGoingAway, "server shutting down")
+					return
 				}
 			}
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			err := c.ws.Write(wctx, websocket.MessageText, data)
-			cancel()
-			if err != nil {
-				c.kick(websocket.StatusGoingAway, "")
+		case m := <-c.out:
+			if !write(m) {
 				return
 			}
 		}
 	}
+}
+
+// headerHas reports whether header name lists token (comma-separated,
+// case-insensitive).
+func headerHas(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // read reads client messages until the connection ends. The first one must
