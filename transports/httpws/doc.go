@@ -39,8 +39,9 @@
 //     nothing missed or repeated: events are stored before they are
 //     delivered, and the connection subscribes before it reads the store.
 //     assistant.token's cumulative_text is rebuilt for a turn resumed in
-//     its middle. Without since, the stream starts at the moment of
-//     connecting.
+//     its middle (the session's earlier events are read for it). Without
+//     since, the stream starts at the moment of connecting. A since beyond
+//     the session's last event is a 400 naming the last one.
 //   - One turn per session at a time: a client.user_message while a turn
 //     runs gets server.error SESSION_BUSY (recoverable); the contract's
 //     client shows one conversation per session, and a queued message
@@ -62,8 +63,14 @@
 //   - Patch approvals outlive their turn: after a restart (or when the
 //     turn ended while the question was open) session.state still lists
 //     them, and approving one applies the chosen part of the patch set on
-//     the server with the same conflict checks. Tool and command approvals
-//     end with their turn.
+//     the server with the same conflict checks; a second answer to the
+//     same request is a CONFLICT or NOT_FOUND. Tool and command approvals
+//     end with their turn. A scope of file or hunk that names nothing is
+//     refused by the schema; an approval never covers more than it names.
+//   - A turn whose session has had no client connected for
+//     Options.OrphanTimeout (10 minutes by default) is cancelled, so a
+//     question nobody can answer does not hold the session; its patch
+//     approvals stay answerable.
 //   - Client capabilities (client.hello): "terminal_exec" makes the
 //     client run commands in its terminal when the workspace policy says
 //     local_terminal: the server sends command.request_approval with
@@ -93,8 +100,9 @@
 //     again later) and can resume with ?since.
 //   - Shutdown: Shutdown stops accepting, lets running turns finish for
 //     Options.ShutdownGrace, cancels the rest (they end cancelled, with
-//     their events stored) and closes every WebSocket with 1001 (going
-//     away).
+//     their events stored), writes what each stream has queued and closes
+//     every WebSocket, greeted or not, with 1001 (going away). Deleting a
+//     session cancels its turn and closes its streams with 1000.
 //   - Logging: one slog line per request (method, path without the query,
 //     status, duration) and per stream.
 package httpws
