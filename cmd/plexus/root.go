@@ -32,6 +32,9 @@ type globalFlags struct {
 	// longRunning is set by serve: the index then embeds new chunks in
 	// the background.
 	longRunning bool
+	// logLevelDefault is true when neither --log-level nor
+	// $PLEXUS_LOG_LEVEL chose the level.
+	logLevelDefault bool
 	// persistSessions is set by serve --transport http: sessions and
 	// registered workspaces are then kept in plexus.db.
 	persistSessions bool
@@ -94,7 +97,10 @@ func (g *globalFlags) applyEnvDefaults() {
 		g.model = os.Getenv("PLEXUS_MODEL")
 	}
 	if g.logLevel == "" {
-		g.logLevel = envOr("PLEXUS_LOG_LEVEL", "warn")
+		g.logLevel = os.Getenv("PLEXUS_LOG_LEVEL")
+	}
+	if g.logLevel == "" {
+		g.logLevel, g.logLevelDefault = "warn", true
 	}
 	if g.pluginDirs == nil {
 		g.pluginDirs = defaultPluginDirs()
@@ -122,13 +128,6 @@ func xdgDataHome() string {
 		return os.TempDir()
 	}
 	return filepath.Join(home, ".local", "share")
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // defaultPluginDirs is $PLEXUS_PLUGIN_PATH (colon-separated) or

@@ -49,7 +49,9 @@ Transports:
            plain HTTP listens on loopback only unless
            --allow-insecure-remote. Sessions, their events and pending
            approvals are kept in DATA_DIR/plexus.db and survive a restart.
-           The OpenAPI description is transports/httpws/schemas/openapi.json.
+           Each request and stream is logged on stderr (level info unless
+           --log-level says otherwise). The OpenAPI description is
+           transports/httpws/schemas/openapi.json.
 
 The server embeds new code chunks in the background with the embedding
 model; --watch also keeps the index current as files change.
@@ -103,8 +105,12 @@ gracefully: running turns end with a response.`,
 					addr = httpws.DefaultAddr
 				}
 			}
-			// The http front-end keeps sessions across restarts.
+			// The http front-end keeps sessions across restarts, and logs
+			// a line per request (info) unless told otherwise.
 			g.persistSessions = transport == "http"
+			if transport == "http" && g.logLevelDefault {
+				g.logLevel = "info"
+			}
 			if transport == "task" && g.approveAll {
 				return usageErr("--approve-all is not available with --transport task: a task is never allowed to write files or run commands")
 			}
