@@ -164,15 +164,16 @@ func (st *stateTracker) snapshot() SessionState {
 	return out
 }
 
-// State returns what the session has pending and done.
+// State returns what the session has pending and done. LastSeq is the
+// last event delivered (and stored), never one still being delivered.
 func (s *Session) State() SessionState {
 	s.emitMu.Lock()
 	st := s.state.snapshot()
+	st.LastSeq = s.seq.Load()
 	s.emitMu.Unlock()
 	s.mu.Lock()
 	st.Busy = s.running
 	s.mu.Unlock()
-	st.LastSeq = s.seq.Load()
 	return st
 }
 

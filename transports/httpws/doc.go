@@ -96,8 +96,14 @@
 //     Options.MaxMessageBytes (1 MiB by default); a larger WebSocket
 //     message closes the connection with 1009 (message too big), a larger
 //     body is a 413. A client that does not read its stream fast enough
-//     (Options.SendQueue messages behind) is disconnected with 1013 (try
-//     again later) and can resume with ?since.
+//     (Options.SendQueue messages or Options.MaxQueueBytes bytes behind)
+//     is disconnected with 1013 (try again later) and can resume with
+//     ?since. At most Options.MaxConnections WebSockets are open at once
+//     (256 by default; more get 503). client.file_changes runs in the
+//     background, one update at a time per connection (another one meanwhile
+//     gets CONFLICT), for up to 5 minutes. A turn waits up to
+//     ClientCommandTimeout for a client.command_result and
+//     ClientApplyTimeout for client.patch_apply_result.
 //   - Shutdown: Shutdown stops accepting, lets running turns finish for
 //     Options.ShutdownGrace, cancels the rest (they end cancelled, with
 //     their events stored), writes what each stream has queued and closes

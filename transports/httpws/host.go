@@ -12,8 +12,12 @@ import (
 
 // ClientApplyTimeout bounds how long a turn waits for the
 // client.patch_apply_result messages of an approved patch that the client
-// applies itself.
-const ClientApplyTimeout = 5 * time.Minute
+// applies itself; ClientCommandTimeout how long it waits for the
+// client.command_result of a command the client runs.
+const (
+	ClientApplyTimeout   = 5 * time.Minute
+	ClientCommandTimeout = 15 * time.Minute
+)
 
 // turnHost is the engine.Host of a turn: approvals come from any client of
 // the session (client.approval_response).
@@ -94,9 +98,13 @@ func (c *commandHost) RunCommand(ctx context.Context, req engine.CommandRequest)
 		delete(h.commands, req.ID)
 		h.mu.Unlock()
 	}()
+	timer := time.NewTimer(ClientCommandTimeout)
+	defer timer.Stop()
 	select {
 	case res := <-ch:
 		return res, nil
+	case <-timer.C:
+		return engine.CommandResult{}, fmt.Errorf("no client.command_result for %s within %s", req.ID, ClientCommandTimeout)
 	case <-ctx.Done():
 		return engine.CommandResult{}, context.Cause(ctx)
 	}

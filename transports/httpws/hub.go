@@ -63,6 +63,9 @@ func (s *Server) hub(id string) (*hub, error) {
 	if h, ok := s.hubs[id]; ok {
 		return h, nil
 	}
+	if s.deleted[id] { // deleted while it was being loaded
+		return nil, fmt.Errorf("%w: session %s", engine.ErrNotFound, id)
+	}
 	h = &hub{
 		srv: s, id: id, sess: sess, subs: map[*conn]struct{}{},
 		approvals: map[string]chan engine.ApprovalDecision{}, commandApprovals: map[string]string{},
@@ -73,10 +76,12 @@ func (s *Server) hub(id string) (*hub, error) {
 	return h, nil
 }
 
-// dropHub forgets a deleted session's hub.
+// dropHub forgets a deleted session's hub; the id is remembered so that
+// a load that raced the delete does not bring the hub back.
 func (s *Server) dropHub(id string) {
 	s.mu.Lock()
 	delete(s.hubs, id)
+	s.deleted[id] = true
 	s.mu.Unlock()
 }
 
@@ -368,23 +373,42 @@ func decision(m approvalResponse) engine.ApprovalDecision {
 	return dec
 }
 
-// fileChanges feeds client.file_changes to the index.
+// fileChanges feeds client.file_changes to the index in the background
+// (an update can wait for a running build), one at a time per
+// connection, for up to fileChangesTimeout; index.updated or server.error
+// answers it.
 func (h *hub) fileChanges(ctx context.Context, c *conn, m fileChanges) {
 	ix := h.srv.opts.Indexer
 	if ix == nil {
 		c.sendError(codeIndexFailed, "this server has no index", true, nil)
 		return
 	}
+	select {
+	case c.indexing <- struct{}{}:
+	default:
+		c.sendError(codeConflict, "an index update from this connection is running; send these changes again after index.updated", true, nil)
+		return
+	}
 	changes := make([]FileChange, len(m.Changes))
 	for i, ch := range m.Changes {
 		changes[i] = FileChange{Type: ch.Type, Path: ch.FilePath, ContentHash: ch.ContentHash}
 	}
-	stats, err := ix.ApplyChanges(ctx, h.sess.Workspace().Root, changes)
-	if err != nil {
-		c.sendError(codeIndexFailed, "updating the index failed: "+err.Error(), true, nil)
-		return
-	}
-	c.sendNow(func(last uint64) any {
-		return indexUpdated{header: header{Type: typeIndexUpdated, Seq: last}, Changes: len(changes), Stats: stats}
-	})
+	c.work.Add(1)
+	go func() {
+		defer c.work.Done()
+		defer func() { <-c.indexing }()
+		ctx, cancel := context.WithTimeout(ctx, fileChangesTimeout)
+		defer cancel()
+		stats, err := ix.ApplyChanges(ctx, h.sess.Workspace().Root, changes)
+		if err != nil {
+			c.sendError(codeIndexFailed, "updating the index failed: "+err.Error(), true, nil)
+			return
+		}
+		c.sendNow(func(last uint64) any {
+			return indexUpdated{header: header{Type: typeIndexUpdated, Seq: last}, Changes: len(changes), Stats: stats}
+		})
+	}()
 }
+
+// fileChangesTimeout bounds one index update from client.file_changes.
+const fileChangesTimeout = 5 * time.Minute

@@ -32,6 +32,13 @@ func encode(m any) ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// seed sets the text turn had reached (unescaped), for a replay that
+// starts inside the turn.
+func (m *mapper) seed(turn, text string) {
+	q, _ := json.Marshal(text)
+	m.texts[turn] = q[1 : len(q)-1]
+}
+
 // tokenMessage encodes assistant.token ({"type", "seq", "turn_id",
 // "token", "cumulative_text"}) and appends the token to its turn's text.
 func (m *mapper) tokenMessage(hd header, tok string) preEncoded {

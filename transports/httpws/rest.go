@@ -283,6 +283,9 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	if err := s.eng.DeleteSession(ctx, id); err != nil {
+		h.mu.Lock()
+		h.deleted = false // the session is still there
+		h.mu.Unlock()
 		writeEngineError(w, err)
 		return
 	}

@@ -30,6 +30,12 @@ const (
 	// DefaultOrphanTimeout is how long a turn runs on with no client
 	// connected to its session.
 	DefaultOrphanTimeout = 10 * time.Minute
+	// DefaultMaxQueueBytes bounds the bytes waiting for one client (64
+	// MiB): token messages repeat their turn's text, so a count alone
+	// does not bound memory.
+	DefaultMaxQueueBytes = 64 << 20
+	// DefaultMaxConnections caps the open WebSocket connections.
+	DefaultMaxConnections = 256
 )
 
 // Indexer is the workspace index as the index endpoints and
@@ -69,8 +75,14 @@ type Options struct {
 	// (default DefaultMaxMessageBytes).
 	MaxMessageBytes int64
 	// SendQueue is the per-connection queue of server messages (default
-	// DefaultSendQueue).
-	SendQueue int
+	// DefaultSendQueue); MaxQueueBytes bounds its bytes (default
+	// DefaultMaxQueueBytes). A client behind either is disconnected with
+	// 1013.
+	SendQueue     int
+	MaxQueueBytes int64
+	// MaxConnections caps the open WebSocket connections; more are
+	// refused with 503 (default DefaultMaxConnections).
+	MaxConnections int
 	// ShutdownGrace bounds how long Shutdown waits for running turns
 	// before cancelling them (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
@@ -103,9 +115,11 @@ type Server struct {
 	hubs     map[string]*hub // by session id
 	indexing map[string]*indexJob
 	closing  bool
-	turns    sync.WaitGroup // running turns
-	conns    sync.WaitGroup // open WebSocket connections
-	jobs     sync.WaitGroup // index builds
+	nconns   int             // open WebSocket connections
+	deleted  map[string]bool // sessions deleted through this server
+	turns    sync.WaitGroup  // running turns
+	conns    sync.WaitGroup  // open WebSocket connections
+	jobs     sync.WaitGroup  // index builds
 	// stopping is closed when Shutdown has ended the turns: every stream
 	// then flushes and closes with 1001.
 	stopping chan struct{}
@@ -132,6 +146,12 @@ func New(opts Options) (*Server, error) {
 	if opts.OrphanTimeout <= 0 {
 		opts.OrphanTimeout = DefaultOrphanTimeout
 	}
+	if opts.MaxQueueBytes <= 0 {
+		opts.MaxQueueBytes = DefaultMaxQueueBytes
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -143,7 +163,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts: opts, eng: opts.Engine, token: opts.Token, log: log, started: time.Now(),
 		base: base, cancelBase: cancel, hubs: map[string]*hub{}, indexing: map[string]*indexJob{},
-		stopping: make(chan struct{}),
+		stopping: make(chan struct{}), deleted: map[string]bool{},
 	}
 	s.handler = s.logRequests(s.requireToken(s.routes()))
 	s.http = &http.Server{
@@ -205,7 +225,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// Every stream, greeted or not, writes what is queued (the cancelled
 	// turns' last events) and closes with 1001.
 	s.stopOnce.Do(func() { close(s.stopping) })
-	s.jobs.Wait()
+	jdone := make(chan struct{})
+	go func() { s.jobs.Wait(); close(jdone) }()
+	select {
+	case <-jdone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	cdone := make(chan struct{})
 	go func() { s.conns.Wait(); close(cdone) }()
 	select {

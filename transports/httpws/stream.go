@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -26,10 +28,18 @@ type outMsg struct {
 
 // conn is one WebSocket client of a session.
 type conn struct {
-	ws   *websocket.Conn
-	h    *hub
-	out  chan outMsg
-	caps map[string]bool
+	ws *websocket.Conn
+	h  *hub
+	// out is made once client.hello arrived (ready is then closed); queued
+	// counts the bytes waiting in it.
+	out    chan outMsg
+	ready  chan struct{}
+	queued atomic.Int64
+	caps   map[string]bool
+	// work joins the connection's background jobs (index updates);
+	// indexing admits one at a time.
+	work     sync.WaitGroup
+	indexing chan struct{}
 	// gone is closed when the connection ends; kick closes it early.
 	gone     chan struct{}
 	kickOnce sync.Once
@@ -45,12 +55,20 @@ func (c *conn) kick(code websocket.StatusCode, why string) {
 	})
 }
 
-// send queues a message without blocking; a full queue disconnects the
-// slow client (it can reconnect with ?since= and lose nothing).
+// send queues a message without blocking; a full queue (by count or by
+// bytes) disconnects the slow client (it can reconnect with ?since= and
+// lose nothing).
 func (c *conn) send(m outMsg) {
+	n := int64(len(m.data))
+	if c.queued.Add(n) > c.h.srv.opts.MaxQueueBytes {
+		c.queued.Add(-n)
+		c.kick(websocket.StatusTryAgainLater, "too slow to read the stream; reconnect with ?since=<last seq>")
+		return
+	}
 	select {
 	case c.out <- m:
 	default:
+		c.queued.Add(-n)
 		c.kick(websocket.StatusTryAgainLater, "too slow to read the stream; reconnect with ?since=<last seq>")
 	}
 }
@@ -108,16 +126,26 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	closing := s.closing
-	if !closing {
+	closing, full := s.closing, s.nconns >= s.opts.MaxConnections
+	if !closing && !full {
 		s.conns.Add(1)
+		s.nconns++
 	}
 	s.mu.Unlock()
-	if closing {
-		writeError(w, http.StatusServiceUnavailable, codeInternal, "the server is shutting down", nil)
+	if closing || full {
+		msg := "the server is shutting down"
+		if full {
+			msg = fmt.Sprintf("the server has %d WebSocket connections, its limit; close one or try again later", s.opts.MaxConnections)
+		}
+		writeError(w, http.StatusServiceUnavailable, codeInternal, msg, nil)
 		return
 	}
-	defer s.conns.Done()
+	defer func() {
+		s.mu.Lock()
+		s.nconns--
+		s.mu.Unlock()
+		s.conns.Done()
+	}()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Browsers are not this server's clients, and the bearer token
 		// (not a cookie) authenticates, so the Origin check adds nothing.
@@ -128,10 +156,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.opts.MaxMessageBytes)
-	c := &conn{ws: ws, h: h, out: make(chan outMsg, s.opts.SendQueue), gone: make(chan struct{}), caps: map[string]bool{}}
+	c := &conn{ws: ws, h: h, ready: make(chan struct{}), gone: make(chan struct{}), caps: map[string]bool{}, indexing: make(chan struct{}, 1)}
 	s.log.Info("stream opened", "session", id, "remote", r.RemoteAddr, "since", since)
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 
 	hello := make(chan clientHello, 1)
 	readDone := make(chan struct{})
@@ -139,9 +166,14 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		defer close(readDone)
 		c.read(ctx, hello)
 	}()
-	// The reader may be answering an approval; it ends when the socket
-	// closes.
-	defer func() { ws.CloseNow(); <-readDone }()
+	// At the end the reader (which may be answering an approval) and the
+	// background jobs are stopped and joined.
+	defer func() {
+		cancel()
+		ws.CloseNow()
+		<-readDone
+		c.work.Wait()
+	}()
 	var first clientHello
 	select {
 	case first = <-hello:
@@ -158,6 +190,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	for _, cp := range first.ClientInfo.Capabilities {
 		c.caps[cp] = true
 	}
+	c.out = make(chan outMsg, s.opts.SendQueue)
+	close(c.ready)
 	// The client has seen every event up to start: since, or, without
 	// it, the last event before it subscribed. Subscribing before reading
 	// the store keeps what is emitted meanwhile waiting in c.out; the
@@ -224,42 +258,84 @@ func (c *conn) write(ctx context.Context, v any) error {
 // sent (since when none). The session must have a store; without one
 // (an engine that keeps sessions in memory) nothing is replayed.
 func (c *conn) replay(ctx context.Context, since uint64) (uint64, error) {
-	eng := c.h.srv.eng
-	evs, err := eng.Events(ctx, c.h.id, since, 0)
-	if errors.Is(err, engine.ErrUnsupported) {
-		return since, nil
-	}
-	if err != nil || len(evs) == 0 {
+	m := newMapper()
+	if err := c.seedTexts(ctx, m, since); err != nil {
+		if errors.Is(err, engine.ErrUnsupported) { // no session store
+			return since, nil
+		}
 		return since, err
 	}
-	m := newMapper()
-	// A token message carries its turn's text so far: when the replay
-	// starts inside a turn, the turn's earlier events rebuild that text.
-	if since > 0 {
-		prev, err := eng.Events(ctx, c.h.id, since-1, 1)
-		if err != nil {
-			return since, err
-		}
-		if len(prev) == 1 && prev[0].TurnID == evs[0].TurnID {
-			earlier, err := eng.Events(ctx, c.h.id, 0, int(since))
-			if err != nil {
-				return since, err
-			}
-			for _, ev := range earlier {
-				m.messages(ev)
-			}
-		}
-	}
 	last := since
-	for _, ev := range evs {
-		for _, msg := range m.messages(ev) {
-			if err := c.write(ctx, msg); err != nil {
-				return last, err
+	for {
+		evs, err := c.h.srv.eng.Events(ctx, c.h.id, last, replayPage)
+		if errors.Is(err, engine.ErrUnsupported) {
+			return since, nil
+		}
+		if err != nil || len(evs) == 0 {
+			return last, err
+		}
+		for _, ev := range evs {
+			for _, msg := range m.messages(ev) {
+				if err := c.write(ctx, msg); err != nil {
+					return last, err
+				}
+			}
+			last = ev.Seq
+		}
+	}
+}
+
+// replayPage is how many stored events one read of a replay takes.
+const replayPage = 512
+
+// seedTexts gives m the text of the turn that was streaming at since, so
+// that the replayed token messages carry the whole cumulative_text. Turns
+// of a session run one at a time, so that turn's tokens are those after
+// the last final event at or before since (events of ended turns that
+// come between, like a patch approval answered later, carry no tokens).
+// It reads back from since in pages, so a reconnect costs the current
+// turn's events, not the session's.
+func (c *conn) seedTexts(ctx context.Context, m *mapper, since uint64) error {
+	var pieces []string // newest first
+	turn := ""
+	for hi := since; hi > 0; {
+		lo := uint64(0)
+		if hi > replayPage {
+			lo = hi - replayPage
+		}
+		evs, err := c.h.srv.eng.Events(ctx, c.h.id, lo, int(hi-lo))
+		if err != nil {
+			return err
+		}
+		top := hi
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].Seq > top { // past a gap in the stored seqs
+				continue
+			}
+			switch d := evs[i].Data.(type) {
+			case *engine.FinalEvent:
+				hi = 0
+			case *engine.TokenEvent:
+				if turn == "" {
+					turn = evs[i].TurnID
+				}
+				if evs[i].TurnID == turn {
+					pieces = append(pieces, d.Text)
+				}
+			}
+			if hi == 0 {
+				break
 			}
 		}
-		last = ev.Seq
+		if hi != 0 {
+			hi = lo
+		}
 	}
-	return last, nil
+	if turn != "" {
+		slices.Reverse(pieces)
+		m.seed(turn, strings.Join(pieces, ""))
+	}
+	return nil
 }
 
 // writeLoop writes queued messages until the connection ends. Event
@@ -280,8 +356,10 @@ func (c *conn) writeLoop(ctx context.Context, replayed uint64) {
 			}
 			data = b
 		case m.seq != 0 && m.seq <= replayed:
+			c.queued.Add(-int64(len(m.data)))
 			return true
 		default:
+			c.queued.Add(-int64(len(m.data)))
 			data = m.data
 			last = max(last, m.seq)
 		}
@@ -375,6 +453,11 @@ func (c *conn) read(ctx context.Context, hello chan<- clientHello) {
 			}
 			greeted = true
 			hello <- *h
+			select { // the queue exists from here on
+			case <-c.ready:
+			case <-c.gone:
+				return
+			}
 			continue
 		}
 		c.h.handle(ctx, c, m)
