@@ -36,10 +36,7 @@ func TestHTTPFixTurnNodeWS(t *testing.T) {
 		t.Skipf("%s; set %s=1 to make this a failure", missing, requireNodeEnv)
 	}
 
-	ws := t.TempDir()
-	writeCalc(t, ws)
-	script := filepath.Join(t.TempDir(), "fix.jsonl")
-	writeFile(t, script, fixScript)
+	ws, script := calcFixture(t)
 	srv := startHTTPServer(t, ws, t.TempDir(), script)
 	_, sessID := srv.setupSession(t)
 

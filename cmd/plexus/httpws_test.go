@@ -44,6 +44,16 @@ const fixScript = `{"text": "", "tool_calls": [{"name": "update_plan", "argument
 {"text": "Done."}
 `
 
+// calcFixture returns a calc workspace (writeCalc) and a replay script
+// of fixScript.
+func calcFixture(t *testing.T) (ws, script string) {
+	t.Helper()
+	ws, script = t.TempDir(), filepath.Join(t.TempDir(), "fix.jsonl")
+	writeCalc(t, ws)
+	writeFile(t, script, fixScript)
+	return ws, script
+}
+
 // writeCalc writes a Go package whose Add subtracts, and its failing test.
 func writeCalc(t *testing.T, dir string) {
 	t.Helper()
@@ -299,10 +309,7 @@ func (s *httpServer) setupSession(t *testing.T) (string, string) {
 // patch, the final message and the session state. Every server message is
 // checked against its JSON Schema.
 func TestHTTPFixTurn(t *testing.T) {
-	ws := t.TempDir()
-	writeCalc(t, ws)
-	script := filepath.Join(t.TempDir(), "fix.jsonl")
-	writeFile(t, script, fixScript)
+	ws, script := calcFixture(t)
 	srv := startHTTPServer(t, ws, t.TempDir(), script)
 	_, sessID := srv.setupSession(t)
 	sc := loadWSSchemas(t)
@@ -387,10 +394,8 @@ func eventSeqs(ms []map[string]any) []float64 {
 // listing the pending approval, and that approving it then applies the
 // patch.
 func TestHTTPRestartKeepsSessionAndPendingApproval(t *testing.T) {
-	ws, dataDir := t.TempDir(), t.TempDir()
-	writeCalc(t, ws)
-	script := filepath.Join(t.TempDir(), "fix.jsonl")
-	writeFile(t, script, fixScript)
+	ws, script := calcFixture(t)
+	dataDir := t.TempDir()
 	srv := startHTTPServer(t, ws, dataDir, script)
 	_, sessID := srv.setupSession(t)
 	sc := loadWSSchemas(t)
@@ -470,10 +475,7 @@ func TestHTTPRestartKeepsSessionAndPendingApproval(t *testing.T) {
 // third client resuming from the middle gets exactly the events after
 // its seq.
 func TestHTTPResumeAndTwoClients(t *testing.T) {
-	ws := t.TempDir()
-	writeCalc(t, ws)
-	script := filepath.Join(t.TempDir(), "fix.jsonl")
-	writeFile(t, script, fixScript)
+	ws, script := calcFixture(t)
 	srv := startHTTPServer(t, ws, t.TempDir(), script)
 	_, sessID := srv.setupSession(t)
 	sc := loadWSSchemas(t)
@@ -529,10 +531,7 @@ func TestHTTPResumeAndTwoClients(t *testing.T) {
 // the bearer token (or with a wrong one) and that the WebSocket upgrade is
 // refused.
 func TestHTTPRequiresToken(t *testing.T) {
-	ws := t.TempDir()
-	writeCalc(t, ws)
-	script := filepath.Join(t.TempDir(), "fix.jsonl")
-	writeFile(t, script, fixScript)
+	ws, script := calcFixture(t)
 	srv := startHTTPServer(t, ws, t.TempDir(), script)
 	wsID, sessID := srv.setupSession(t)
 	endpoints := []struct{ method, path string }{
@@ -609,10 +608,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 // 1001 and the process exits 0. A non-loopback --addr without TLS is
 // refused.
 func TestHTTPServeTLSAndShutdown(t *testing.T) {
-	ws := t.TempDir()
-	writeCalc(t, ws)
-	script := filepath.Join(t.TempDir(), "fix.jsonl")
-	writeFile(t, script, fixScript)
+	ws, script := calcFixture(t)
 
 	r := plexus(t, ws, "", nil, "serve", "--transport", "http", "--addr", "0.0.0.0:0", "--model", "replay:"+script)
 	if r.code != 2 || !strings.Contains(r.stderr, "not a loopback address") {

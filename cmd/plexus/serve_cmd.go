@@ -208,6 +208,19 @@ func serveTask(ctx context.Context, stderr io.Writer, rt *runtime, f taskFlags) 
 	// supervisor sees where to send tasks.
 	fmt.Fprintf(stderr, "plexus: serving tasks on http://%s%s with %s; receipts under %s\n",
 		ln.Addr(), task.ProcessPath, rt.engine.CurrentModel(), filepath.Join(f.zuRoot, "ide", "receipts"))
+	return serveUntil(ctx, ln, srv, 10*time.Second, nil)
+}
+
+// server is what serveUntil runs: task.Server and httpws.Server.
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Close() error
+}
+
+// serveUntil serves ln until srv fails or ctx ends (SIGTERM, SIGINT), then
+// calls stopping (when set) and shuts srv down within grace.
+func serveUntil(ctx context.Context, ln net.Listener, srv server, grace time.Duration, stopping func()) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -216,9 +229,12 @@ func serveTask(ctx context.Context, stderr io.Writer, rt *runtime, f taskFlags) 
 		return err
 	case <-ctx.Done():
 	}
-	grace, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if stopping != nil {
+		stopping()
+	}
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := srv.Shutdown(grace); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	if err := srv.Shutdown(gctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return <-done

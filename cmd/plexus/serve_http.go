@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -71,21 +70,9 @@ func serveHTTP(ctx context.Context, stderr io.Writer, rt *runtime, dataDir strin
 	}
 	fmt.Fprintf(stderr, "plexus: serving %s://%s (WebSocket /v1/sessions/{id}/stream) with %s; bearer token in %s; workspace %s\n",
 		scheme, ln.Addr(), rt.engine.CurrentModel(), source, rt.workspace.ID)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		srv.Close()
-		return err
-	case <-ctx.Done():
-	}
-	fmt.Fprintln(stderr, "plexus: shutting down: running turns get", httpws.DefaultShutdownGrace, "to finish")
-	grace, cancel := context.WithTimeout(context.Background(), httpws.DefaultShutdownGrace+20*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(grace); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return <-done
+	return serveUntil(ctx, ln, srv, httpws.DefaultShutdownGrace+20*time.Second, func() {
+		fmt.Fprintln(stderr, "plexus: shutting down: running turns get", httpws.DefaultShutdownGrace, "to finish")
+	})
 }
 
 // indexAdapter serves the index endpoints from the index service.
