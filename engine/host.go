@@ -66,3 +66,17 @@ type ApprovalDecision struct {
 	// Actor says who answered ("user", "client"); default "user".
 	Actor string `json:"actor,omitempty"`
 }
+
+// ClientToolHost is implemented by a Host whose client runs tools of its
+// own (the VS Code host's $/requestToolExecution: reading an unsaved
+// buffer, applying an edit in the editor, running in its terminal). The
+// engine offers ClientTools to the model beside its own tools (an engine
+// tool of the same name wins), judges their calls by policy and approval
+// like any other call (by each spec's ReadOnly, NeedsApproval and Risk),
+// and hands the approved ones to InvokeClientTool with the tool deadline
+// (Options.ToolTimeout). A failed call returns a *ToolError (its code and
+// message reach the model) or any error.
+type ClientToolHost interface {
+	ClientTools() []ToolSpec
+	InvokeClientTool(ctx context.Context, call ToolCall) (ToolResult, error)
+}

@@ -25,8 +25,10 @@ type turn struct {
 	started time.Time
 
 	specs map[string]ToolSpec
-	meta  TurnMetadata
-	calls int // tool calls so far, for ids
+	// clientTools names the tools the Host's client runs (ClientToolHost).
+	clientTools map[string]bool
+	meta        TurnMetadata
+	calls       int // tool calls so far, for ids
 }
 
 func (t *turn) emit(d EventData) { t.s.emit(t.id, t.opts.OnEvent, d) }
@@ -52,6 +54,18 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 	t.specs = make(map[string]ToolSpec, len(specs))
 	for _, sp := range specs {
 		t.specs[sp.Name] = sp
+	}
+	if ch, ok := t.opts.Host.(ClientToolHost); ok {
+		t.clientTools = map[string]bool{}
+		for _, sp := range ch.ClientTools() {
+			if _, taken := t.specs[sp.Name]; taken || sp.Name == "" {
+				continue // the engine's own tool of that name wins
+			}
+			sp.Kind = "" // the client runs it: no edit or command handling
+			t.specs[sp.Name] = sp
+			t.clientTools[sp.Name] = true
+			specs = append(specs, sp)
+		}
 	}
 
 	msgs := make([]Message, 0, len(history)+8)
@@ -248,6 +262,8 @@ func (t *turn) callTool(ctx context.Context, call ToolCall, r *response) (string
 	switch {
 	case call.Name == planToolSpec.Name:
 		res, err = t.updatePlan(call.Args)
+	case t.clientTools[call.Name]:
+		res, err = t.invokeOnClient(ctx, call)
 	case t.e.opts.Tools == nil:
 		err = ToolErrorf(ToolCodeUnknownTool, "no tools are loaded")
 	default:
@@ -335,6 +351,18 @@ func (t *turn) invoke(ctx context.Context, call ToolCall, spec ToolSpec, cmd *Co
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s", call.Name, t.e.opts.ToolTimeout)
+	}
+	return res, err
+}
+
+// invokeOnClient hands an approved call of a client tool to the Host,
+// with the tool deadline.
+func (t *turn) invokeOnClient(ctx context.Context, call ToolCall) (ToolResult, error) {
+	cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolTimeout)
+	defer cancel()
+	res, err := t.opts.Host.(ClientToolHost).InvokeClientTool(cctx, call)
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		err = ToolErrorf(ToolCodeTimeout, "the client did not answer %s within %s", call.Name, t.e.opts.ToolTimeout)
 	}
 	return res, err
 }
