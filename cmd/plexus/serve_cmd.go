@@ -15,8 +15,10 @@ import (
 
 	"github.com/plexus-agent/plexus/engine/index"
 	"github.com/plexus-agent/plexus/transports/httpws"
+	"github.com/plexus-agent/plexus/transports/lspstdio"
 	"github.com/plexus-agent/plexus/transports/ndjson"
 	"github.com/plexus-agent/plexus/transports/task"
+	"github.com/plexus-agent/plexus/transports/unixrpc"
 )
 
 func newServeCmd(g *globalFlags) *cobra.Command {
@@ -24,8 +26,9 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	var watch bool
 	var concurrency int
 	var hf httpFlags
+	var socket string
 	cmd := &cobra.Command{
-		Use:   "serve --transport ndjson|task|http",
+		Use:   "serve --transport ndjson|task|http|lsp-stdio|unix",
 		Short: "Serve the engine to a client over a front-end protocol",
 		Long: `Serve the engine to a client program.
 
@@ -52,6 +55,17 @@ Transports:
            Each request and stream is logged on stderr (level info unless
            --log-level says otherwise). The OpenAPI description is
            transports/httpws/schemas/openapi.json.
+  lsp-stdio  JSON-RPC 2.0 on stdin/stdout with LSP Content-Length framing
+           (protocols/jsonrpc-stdio-lsp-framing.md), for a VS Code extension
+           that spawns plexus: initialize, executeTask, updateConfiguration,
+           shutdown; host-side tools through $/requestToolExecution.
+           Nothing but framed messages goes to stdout; logs go to stderr.
+  unix     JSON-RPC 2.0, one message per line, on a Unix socket
+           (protocols/jsonrpc-unix-socket.md), for the terminal UI: --socket
+           (default $XDG_RUNTIME_DIR/plexus-PID.sock, else
+           /tmp/plexus-PID.sock), mode 0600, removed on shutdown; a stale
+           socket is replaced. Each connection has its own sessions;
+           session.save writes under DATA_DIR/sessions by default.
 
 The server embeds new code chunks in the background with the embedding
 model; --watch also keeps the index current as files change.
@@ -73,11 +87,11 @@ gracefully: running turns end with a response.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch transport {
-			case "ndjson", "task", "http":
+			case "ndjson", "task", "http", "lsp-stdio", "unix":
 			case "":
-				return usageErr("--transport is required: ndjson, task or http")
+				return usageErr("--transport is required: ndjson, task, http, lsp-stdio or unix")
 			default:
-				return usageErr("transport %q is not available; available: ndjson, task, http", transport)
+				return usageErr("transport %q is not available; available: ndjson, task, http, lsp-stdio, unix", transport)
 			}
 			changed := func(names ...string) bool {
 				for _, n := range names {
@@ -87,8 +101,11 @@ gracefully: running turns end with a response.`,
 				}
 				return false
 			}
-			if transport == "ndjson" && changed("addr") {
+			if transport != "task" && transport != "http" && changed("addr") {
 				return usageErr("--addr is for --transport task or http")
+			}
+			if transport != "unix" && changed("socket") {
+				return usageErr("--socket is for --transport unix")
 			}
 			if transport != "task" && changed("concurrency", "zu-root") {
 				return usageErr("--concurrency and --zu-root are for --transport task")
@@ -105,9 +122,10 @@ gracefully: running turns end with a response.`,
 					addr = httpws.DefaultAddr
 				}
 			}
-			// The http front-end keeps sessions across restarts, and logs
-			// a line per request (info) unless told otherwise.
-			g.persistSessions = transport == "http"
+			// The http front-end keeps sessions across restarts (and the
+			// unix one saves and loads them), and http logs a line per
+			// request (info) unless told otherwise.
+			g.persistSessions = transport == "http" || transport == "unix"
 			if transport == "http" && g.logLevelDefault {
 				g.logLevel = "info"
 			}
@@ -143,6 +161,18 @@ gracefully: running turns end with a response.`,
 				}
 				return serveHTTP(cmd.Context(), cmd.ErrOrStderr(), rt, g.dataDir, hf)
 			}
+			switch transport {
+			case "lsp-stdio":
+				srv := lspstdio.New(lspstdio.Options{
+					Engine: rt.engine, Workspace: rt.workspace, ApproveAll: g.approveAll, Logger: rt.log,
+				})
+				if err := srv.Serve(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout()); err != nil {
+					return fmt.Errorf("serve lsp-stdio: %w", err)
+				}
+				return nil
+			case "unix":
+				return serveUnix(cmd.Context(), cmd.ErrOrStderr(), rt, socket, filepath.Join(g.dataDir, "sessions"))
+			}
 			if transport == "task" {
 				return serveTask(cmd.Context(), cmd.ErrOrStderr(), rt, taskFlags{addr: addr, zuRoot: zuRoot, dataDir: g.dataDir, concurrency: concurrency})
 			}
@@ -155,7 +185,8 @@ gracefully: running turns end with a response.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson, task or http")
+	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson, task, http, lsp-stdio or unix")
+	cmd.Flags().StringVar(&socket, "socket", "", "unix: the socket path (default $XDG_RUNTIME_DIR/plexus-PID.sock, else /tmp/plexus-PID.sock)")
 	cmd.Flags().StringVar(&addr, "addr", "", "task, http: the address to listen on, host:port (default 127.0.0.1:8080 for task, 127.0.0.1:3199 for http)")
 	cmd.Flags().StringVar(&hf.token, "token", "", "http: the bearer token clients must send (default $PLEXUS_TOKEN, else generated into DATA_DIR/http-token)")
 	cmd.Flags().StringVar(&hf.tlsCert, "tls-cert", "", "http: serve TLS with this PEM certificate (with --tls-key)")
@@ -270,4 +301,25 @@ func modelReady(rt *runtime) func(context.Context) error {
 		checked = time.Now()
 		return last
 	}
+}
+
+// serveUnix serves the JSON-RPC socket front-end until ctx ends, then
+// shuts down (running queries get 10 s) and removes the socket.
+func serveUnix(ctx context.Context, stderr io.Writer, rt *runtime, path, sessionDir string) error {
+	if path == "" {
+		path = unixrpc.DefaultSocketPath()
+	}
+	srv, err := unixrpc.New(unixrpc.Options{
+		Engine: rt.engine, Workspace: rt.workspace, Logger: rt.log, Version: version, Sessions: rt.store,
+		SessionDir: sessionDir,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := unixrpc.Listen(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "plexus: serving JSON-RPC on unix socket %s with %s\n", path, rt.engine.CurrentModel())
+	return serveUntil(ctx, ln, srv, 10*time.Second, nil)
 }
