@@ -113,8 +113,8 @@ gracefully: running turns end with a response.`,
 			if transport != "http" && changed("token", "tls-cert", "tls-key", "allow-insecure-remote", "max-message-bytes") {
 				return usageErr("--token, --tls-cert, --tls-key, --allow-insecure-remote and --max-message-bytes are for --transport http")
 			}
-			if transport == "http" && g.approveAll {
-				return usageErr("--approve-all is not available with --transport http: its clients answer approvals")
+			if (transport == "http" || transport == "unix") && g.approveAll {
+				return usageErr("--approve-all is not available with --transport %s: its clients answer approvals", transport)
 			}
 			if addr == "" {
 				addr = task.DefaultAddr
