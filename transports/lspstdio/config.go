@@ -123,11 +123,13 @@ func parseMillis(v json.RawMessage) (time.Duration, error) {
 	if err := json.Unmarshal(v, &ms); err != nil {
 		return 0, fmt.Errorf("must be a number of milliseconds")
 	}
-	d := time.Duration(ms * float64(time.Millisecond))
-	if ms < 1 || d > maxTimeout {
+	// The range is checked on the milliseconds, before the conversion: a
+	// huge value would overflow time.Duration (to a negative one), and NaN
+	// fails every comparison.
+	if !(ms >= 1 && ms <= float64(maxTimeout.Milliseconds())) {
 		return 0, fmt.Errorf("must be between 1 and %d milliseconds", maxTimeout.Milliseconds())
 	}
-	return d, nil
+	return time.Duration(ms * float64(time.Millisecond)), nil
 }
 
 // hostToolDecl is one element of hostTools.

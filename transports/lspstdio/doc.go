@@ -61,12 +61,18 @@
 //     defaults to !readOnly; risk is low, medium, high or critical
 //     (default low when readOnly, else medium).
 //   - hostToolTimeoutMs: how long a host tool call waits for its answer,
-//     1 ms to 1 hour (default Options.HostToolTimeout, 2 minutes).
+//     1 ms to 1 hour (default Options.HostToolTimeout, 2 minutes). The
+//     engine bounds every tool call by its tool deadline
+//     (engine.Options.ToolTimeout, 11 minutes by default), so the wait is
+//     cut to end before that deadline, by a tenth of the time left (at
+//     most 1 s): the model then gets the timeout message below, with the
+//     effective wait.
 //   - approvalTimeoutMs: how long an approval waits (default
 //     Options.ApprovalTimeout, 10 minutes).
 //
-// updateConfiguration applies to tasks that start after it (a running task
-// keeps the model and tools it started with) and is confirmed with
+// updateConfiguration applies to tasks that start after it, queued ones
+// included (a task reads the configuration when its turn comes; a running
+// task keeps the model and tools it started with) and is confirmed with
 // $/logMessage info "Configuration updated: ...".
 //
 // # executeTask
@@ -102,6 +108,13 @@
 // a queue of its own. At most Options.MaxQueuedTasks (default 8) wait;
 // one more is refused with -32001. A queued task can be cancelled with
 // $/cancelRequest.
+//
+// executeTask sent as a notification is accepted too: it takes its place
+// in the queue in arrival order like a request and runs without holding up
+// the messages after it (toolResponse, $/cancelRequest, shutdown, ...); it
+// has no result (follow it by its $/statusUpdate "Task T completed" or
+// "failed"), and its errors go out as $/logMessage error. It cannot be
+// cancelled with $/cancelRequest, which names a request id.
 //
 // While a task runs, the engine's events become notifications
 // (taskMapper.notes):
@@ -190,12 +203,15 @@
 // unknown_tool for -32601, invalid_input for -32602, cancelled for -32800
 // and failed for the rest (-32003 among them). No answer within the host
 // tool timeout fails the call with code timeout ("the editor did not
-// answer NAME within 2m0s"); an answer after that is refused like an
+// answer NAME within 2m0s"); a toolResponse after that is refused like an
 // unknown toolCallId (-32602 "no longer pending"). A toolResponse whose
 // toolCallId matches nothing is -32602 as a request and a $/logMessage
 // error as a notification. The request itself stays pending on the server
-// until it is answered or the connection ends, so a late answer to it is
-// taken and ignored rather than treated as a stray response.
+// for 10 s after its call ended (answered, timed out, or its task ended),
+// so that the acknowledgement following a toolResponse, or an answer a
+// little late, is taken and ignored; then it is given up (nothing of it is
+// kept), and a response to it is dropped and logged like any response to
+// no pending request (see Framing and invalid input).
 //
 // # Approvals
 //
@@ -229,7 +245,7 @@
 // names are case-insensitive; Content-Length is required, Content-Type
 // optional (any type; a charset other than utf-8 or utf8 gets -32700 and
 // the message is skipped); other headers are ignored; blank lines between
-// messages are skipped. Input that breaks the framing gets one -32700
+// messages, and before the end of the input, are skipped. Input that breaks the framing gets one -32700
 // error (id null) naming the problem, after which the server stops as on
 // shutdown and Serve returns a *FramingError: a header line without a
 // colon or not starting with a header name, a Content-Length that is not a
@@ -239,7 +255,12 @@
 // the boundaries: the body read gets its own error (usually -32700) and the
 // next header block usually breaks the framing. A body over
 // Options.MaxMessageBytes (default 32 MiB) is skipped without being held in
-// memory and answered with -32600 (id null); reading goes on.
+// memory and answered with -32600 (id null); reading goes on. A message
+// within the limit is held about three times over at the peak, briefly
+// (the body, and jrpc2's copy of it and its parse of that copy), and about
+// twice while its handler runs (jrpc2's copy of the params, and the
+// strings decoded from them); this package's checks copy no object or
+// array member, and the params are decoded where jrpc2 holds them.
 //
 // Messages: a body that is not JSON gets -32700 (id null) naming the
 // syntax error ("the message is not valid JSON: invalid character 'X'
@@ -252,8 +273,10 @@
 // array, a result or error beside the method, or any other member; an
 // object with neither a method nor a result or error. An unknown method
 // gets -32601 (a request) or nothing (a notification, like $/setTrace). A
-// response whose id is not one of the server's requests is dropped: a
-// server never answers a response. Requests reusing the id of a request in
+// response is passed on only when it is the first response to a request
+// of the server still pending; any other (an unknown id, a second answer
+// to the same request, an answer to a request given up) is dropped and
+// logged: a server never answers a response. Requests reusing the id of a request in
 // flight get -32600 "duplicate request ID" (jrpc2's check).
 //
 // # Shutdown

@@ -74,9 +74,9 @@ type lspChannel struct {
 	drain     []byte
 	drainSent bool
 	released  chan struct{}
-	// issued counts the server's own requests: jrpc2 numbers them 1, 2,
-	// ... (see issuedID).
-	issued  atomic.Int64
+	// calls are the server's own requests still awaiting their response
+	// (see issuedCalls).
+	calls   issuedCalls
 	endOnce sync.Once
 	// ended is closed when Recv has returned its last error; rerr is that
 	// error (io.EOF at a clean end of input).
@@ -100,6 +100,7 @@ func newChannel(r io.Reader, w io.Writer, max int64, log *slog.Logger, drainMeth
 		ended:      make(chan struct{}),
 		released:   make(chan struct{}),
 		drain:      []byte(`{"jsonrpc":"2.0","method":"` + drainMethod + `"}`),
+		calls:      issuedCalls{byCall: map[string]*issuedCall{}, byID: map[string]*issuedCall{}},
 	}
 }
 
@@ -119,6 +120,7 @@ func (c *lspChannel) Send(msg []byte) error {
 	if c.sealed.Load() {
 		return errClosed
 	}
+	c.calls.sent(msg)
 	if err := c.out.Send(msg); err != nil {
 		c.werr = err
 		if c.onWriteErr != nil {
@@ -153,6 +155,9 @@ var errClosed = errors.New("lspstdio: channel closed")
 // stopping earlier would answer the requests it has not started with
 // jrpc2's own "request cancelled" (-32097).
 func (c *lspChannel) Recv() ([]byte, error) {
+	// jrpc2 calls Recv again only once it has handled the last message:
+	// a response handed to it has reached its callback.
+	c.calls.handled()
 	if c.drainSent {
 		<-c.released
 		return nil, c.rerr
@@ -177,13 +182,13 @@ func (c *lspChannel) Recv() ([]byte, error) {
 			c.drainSent = true
 			return c.drain, nil
 		}
-		switch v := classify(body, c.issuedID); v.action {
+		switch v := classify(body, c.calls.take); v.action {
 		case answer:
 			c.log.Warn("invalid JSON-RPC message", "err", v.msg)
 			c.reply(v.id, v.code, v.msg)
 			continue
 		case drop:
-			c.log.Warn("response to no request of this server; dropped", "id", string(v.id))
+			c.log.Warn("response to no pending request of this server (unknown, already answered or given up); dropped", "id", snippet(string(v.id), 100))
 			continue
 		}
 		return body, nil
@@ -196,11 +201,109 @@ func (c *lspChannel) seal() { c.sealed.Store(true) }
 // release lets Recv return the error that ended the input. Call it once.
 func (c *lspChannel) release() { close(c.released) }
 
-// issuedID reports whether id is the id of a request the server sent: a
-// number jrpc2 gave to one of its first issued push calls.
-func (c *lspChannel) issuedID(id json.RawMessage) bool {
-	n, err := strconv.ParseInt(string(id), 10, 64)
-	return err == nil && n >= 1 && n <= c.issued.Load()
+// issuedCalls tracks the server's own requests ($/requestToolExecution,
+// sent with jrpc2's Callback) from before they are sent until their first
+// response has reached jrpc2, so that Recv hands jrpc2 exactly one
+// response per request. jrpc2 treats any other response as a request and
+// answers it with an error under the response's id ("duplicate request
+// ID", "empty method name"), which may be the id of one of the host's own
+// requests; a server must never answer a response.
+//
+// A call is expected (by toolCallId) before Callback sends it; Send
+// records the id jrpc2 gave it; Recv takes the first response with that
+// id and drops the rest. forget gives a call up, after which its
+// responses are dropped, and says whether its callback may be cancelled.
+type issuedCalls struct {
+	mu     sync.Mutex
+	byCall map[string]*issuedCall // by toolCallId: expected or sent, not answered
+	byID   map[string]*issuedCall // by jrpc2 id: sent, not answered
+	// inFlight is the call whose response the last Recv handed jrpc2; it
+	// is nil again once jrpc2 asks for the next message (it has then
+	// delivered the response to the callback).
+	inFlight *issuedCall
+}
+
+type issuedCall struct{ callID, id string }
+
+// expect registers a request with toolCallId callID about to be sent.
+func (s *issuedCalls) expect(callID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byCall[callID] = &issuedCall{callID: callID}
+}
+
+// pushPrefix starts every message jrpc2 writes that has an id; a request
+// continues with its numeric id and ,"method":.
+const pushPrefix = `{"jsonrpc":"2.0","id":`
+
+// sent records the id of msg when it is one of the server's requests
+// (jrpc2 writes {"jsonrpc":"2.0","id":N,"method":...}). A request whose
+// call was not expected or was given up already is not recorded: its
+// responses are dropped.
+func (s *issuedCalls) sent(msg []byte) {
+	if !bytes.HasPrefix(msg, []byte(pushPrefix)) {
+		return
+	}
+	rest := msg[len(pushPrefix):]
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || !bytes.HasPrefix(rest[n:], []byte(`,"method":`)) {
+		return // a response
+	}
+	var req struct {
+		Params struct {
+			ToolCallID string `json:"toolCallId"`
+		} `json:"params"`
+	}
+	json.Unmarshal(msg, &req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if call := s.byCall[req.Params.ToolCallID]; call != nil && call.id == "" {
+		call.id = string(rest[:n])
+		s.byID[call.id] = call
+	}
+}
+
+// take reports whether a response with id is the first one to a request
+// of the server still pending, and marks it answered.
+func (s *issuedCalls) take(id json.RawMessage) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	call := s.byID[string(id)]
+	if call == nil {
+		return false
+	}
+	delete(s.byID, call.id)
+	delete(s.byCall, call.callID)
+	s.inFlight = call
+	return true
+}
+
+// handled notes that jrpc2 has handled the message the last Recv
+// returned.
+func (s *issuedCalls) handled() {
+	s.mu.Lock()
+	s.inFlight = nil
+	s.mu.Unlock()
+}
+
+// forget gives up the call callID: a response to it that has not reached
+// jrpc2 yet is dropped. It reports whether the call's Callback may be
+// cancelled (jrpc2 then forgets the request): false only while its
+// response is on its way to the callback, which then returns by itself.
+func (s *issuedCalls) forget(callID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if call := s.byCall[callID]; call != nil {
+		delete(s.byCall, callID)
+		if call.id != "" {
+			delete(s.byID, call.id)
+		}
+		return true
+	}
+	return s.inFlight == nil || s.inFlight.callID != callID
 }
 
 // end records the error that ended the input.
@@ -242,8 +345,8 @@ func (c *lspChannel) readMessage() ([]byte, error) {
 	for {
 		line, err := c.readLine(maxHeaderBytes - used)
 		switch {
-		case err == io.EOF && used == 0:
-			return nil, io.EOF
+		case err == io.EOF && lines == 0:
+			return nil, io.EOF // a clean end, after blank lines or none
 		case err == io.EOF:
 			return nil, &FramingError{Msg: "the input ended inside a header block"}
 		case err != nil:
@@ -379,24 +482,28 @@ const (
 // is not one of the server's requests (ours reports those) is dropped: a
 // server never answers a response.
 func classify(body []byte, ours func(json.RawMessage) bool) verdict {
-	var probe json.RawMessage
-	if err := json.Unmarshal(body, &probe); err != nil {
+	if !json.Valid(body) {
+		err := json.Unmarshal(body, new(struct{})) // the syntax error
+		if err == nil {
+			err = errors.New("invalid JSON")
+		}
 		return verdict{action: answer, code: jrpc2.ParseError, msg: "the message is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
 	}
-	b := []byte(probe)
-	switch b[0] {
+	switch jsonKind(body) {
 	case '[':
 		return verdict{action: answer, code: jrpc2.InvalidRequest, msg: "batches are not supported: the LSP base protocol carries one message per frame"}
 	case '{':
 	default:
 		return verdict{action: answer, code: jrpc2.InvalidRequest, msg: "a JSON-RPC message must be a JSON object"}
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil {
+	// One parse, which copies no object or array member (params, result,
+	// error): only their kind is kept.
+	var obj map[string]member
+	if err := json.Unmarshal(body, &obj); err != nil {
 		return verdict{action: answer, code: jrpc2.ParseError, msg: "the message is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
 	}
 	var id json.RawMessage
-	if raw := obj["id"]; validID(raw) {
+	if raw := obj["id"].raw; validID(raw) {
 		id = raw
 	}
 	bad := func(format string, args ...any) verdict {
@@ -409,23 +516,23 @@ func classify(body []byte, ours func(json.RawMessage) bool) verdict {
 		if !hasResult && !hasError {
 			return bad("a message needs a method (a request or notification) or a result or error (a response)")
 		}
-		if !ours(obj["id"]) {
-			return verdict{action: drop, id: obj["id"]}
+		if id == nil || !ours(id) {
+			return verdict{action: drop, id: obj["id"].raw}
 		}
 		return verdict{}
 	}
 	var name string
-	if json.Unmarshal(method, &name) != nil || name == "" {
+	if json.Unmarshal(method.raw, &name) != nil || name == "" {
 		return bad(`"method" must be a non-empty string`)
 	}
 	var version string
-	if json.Unmarshal(obj["jsonrpc"], &version) != nil || version != "2.0" {
+	if json.Unmarshal(obj["jsonrpc"].raw, &version) != nil || version != "2.0" {
 		return bad(`"jsonrpc" must be "2.0"`)
 	}
-	if raw, ok := obj["id"]; ok && id == nil && jsonKind(raw) != 'n' {
+	if m, ok := obj["id"]; ok && id == nil && m.kind != 'n' {
 		return bad(`"id" must be a string or a number`)
 	}
-	if k := jsonKind(obj["params"]); k != 0 && k != 'n' && k != '{' && k != '[' {
+	if k := obj["params"].kind; k != 0 && k != 'n' && k != '{' && k != '[' {
 		return bad(`"params" must be an object or an array`)
 	}
 	for key := range obj {
@@ -438,6 +545,22 @@ func classify(body []byte, ours func(json.RawMessage) bool) verdict {
 		}
 	}
 	return verdict{}
+}
+
+// member is a member of a message as classify sees it: its kind, and
+// its text unless it is an object or an array (which may be large and
+// are not needed).
+type member struct {
+	kind byte
+	raw  json.RawMessage
+}
+
+func (m *member) UnmarshalJSON(data []byte) error {
+	m.kind = jsonKind(data)
+	if m.kind != '{' && m.kind != '[' {
+		m.raw = bytes.Clone(data)
+	}
+	return nil
 }
 
 // jsonKind is the first byte of a JSON value: '"', '{', '[', 'n', 't',

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,8 +150,13 @@ func TestTruncatedInput(t *testing.T) {
 	}{
 		{"", ""},
 		{frame(`{"jsonrpc":"2.0","method":"$/setTrace"}`), ""},
+		// Blank lines then the end: a clean end.
+		{frame(`{"jsonrpc":"2.0","method":"$/setTrace"}`) + "\r\n", ""},
+		{frame(`{"jsonrpc":"2.0","method":"$/setTrace"}`) + "\n\r\n\n", ""},
+		{"\r\n", ""},
 		{"Content-Length: 5", "the input ended inside a header line"},
 		{"Content-Length: 5\r\n", "the input ended inside a header block"},
+		{"\r\nContent-Length: 5\r\n", "the input ended inside a header block"},
 		{"Content-Length: 100\r\n\r\n{\"jsonrpc\":", "the input ended 11 bytes into a message of 100 bytes"},
 	}
 	for _, tc := range cases {
@@ -327,4 +333,28 @@ func FuzzLSPInput(f *testing.F) {
 		defer out.mu.Unlock()
 		checkOutput(t, out.b.Bytes())
 	})
+}
+
+// TestClassifyDoesNotCopyParams: classify keeps no copy of a message's
+// params (or result): a 1 MiB message costs it a few small allocations.
+func TestClassifyDoesNotCopyParams(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"executeTask","params":{"taskId":"t","prompt":"` + big + `"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":"` + big + `"}}`,
+	} {
+		b := []byte(body)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const n = 5
+		for range n {
+			if v := classify(b, func(json.RawMessage) bool { return true }); v.action != pass {
+				t.Fatalf("verdict %+v", v)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 64<<10 {
+			t.Errorf("classify allocated %d bytes for a message of %d bytes", per, len(b))
+		}
+	}
 }

@@ -184,11 +184,21 @@ func (testTools) Invoke(_ context.Context, req engine.InvokeRequest, onUpdate fu
 // holding main.go.
 func newEngine(t testing.TB, model engine.Model) (*engine.Engine, *engine.Workspace) {
 	t.Helper()
-	eng, err := engine.New(engine.Options{
+	return newEngineWith(t, model, nil)
+}
+
+// newEngineWith is newEngine with engine options adjusted by adjust.
+func newEngineWith(t testing.TB, model engine.Model, adjust func(*engine.Options)) (*engine.Engine, *engine.Workspace) {
+	t.Helper()
+	opts := engine.Options{
 		Models: map[string]engine.Model{"script": model},
 		Tools:  testTools{},
 		Model:  engine.ModelRef{Provider: "script", Name: "test"},
-	})
+	}
+	if adjust != nil {
+		adjust(&opts)
+	}
+	eng, err := engine.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,10 +294,16 @@ func (s *syncBuffer) String() string {
 // start runs Serve on pipes with opts adjusted by adjust.
 func start(t *testing.T, model *scriptModel, adjust func(*Options)) *harness {
 	t.Helper()
+	return startWith(t, model, nil, adjust)
+}
+
+// startWith is start with the engine's options adjusted by engAdjust.
+func startWith(t *testing.T, model *scriptModel, engAdjust func(*engine.Options), adjust func(*Options)) *harness {
+	t.Helper()
 	if model.entered == nil {
 		model.entered = make(chan string, 64)
 	}
-	eng, ws := newEngine(t, model)
+	eng, ws := newEngineWith(t, model, engAdjust)
 	h := &harness{model: model, eng: eng, ws: ws, logs: &syncBuffer{}, raw: &syncWriter{}, done: make(chan error, 1)}
 	o := Options{Engine: eng, Workspace: ws, Logger: slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if adjust != nil {
@@ -579,4 +595,21 @@ func keysOf(t testing.TB, raw json.RawMessage) string {
 	}
 	slices.Sort(ks)
 	return strings.Join(ks, ",")
+}
+
+// waitLog waits until the server's logs contain text.
+func (h *harness) waitLog(text string) {
+	h.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !strings.Contains(h.logs.String(), text) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the logs never said %q", text)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// errorMessages returns the error responses among ms.
+func errorMessages(ms []msg) []msg {
+	return filter(ms, func(m msg) bool { return m.Error != nil })
 }

@@ -42,17 +42,35 @@ func (h *taskHost) InvokeClientTool(ctx context.Context, call engine.ToolCall) (
 	if !ok {
 		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s needs a JSON object as its input", call.Name)
 	}
-	a, err := h.c.callHost(ctx, h.taskID, call.Name, input, h.toolTimeout)
+	timeout := capTimeout(ctx, h.toolTimeout)
+	a, err := h.c.callHost(ctx, h.taskID, call.Name, input, timeout)
 	switch {
 	case errors.Is(err, errHostTimeout):
 		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeTimeout,
-			"the editor did not answer %s within %s (neither a toolResponse nor a response to $/requestToolExecution came)", call.Name, h.toolTimeout)
+			"the editor did not answer %s within %s (neither a toolResponse nor a response to $/requestToolExecution came)", call.Name, timeout)
 	case err != nil:
 		return engine.ToolResult{}, err
 	case a.err != nil:
 		return engine.ToolResult{}, a.err.toolError(call.Name)
 	}
 	return engine.ToolResult{Content: a.result, Summary: fmt.Sprintf("answered by the editor (%d bytes)", len(a.result))}, nil
+}
+
+// capTimeout is timeout, shortened to end before ctx's deadline (the
+// engine's tool deadline, engine.Options.ToolTimeout) with a margin of a
+// tenth of the time left, at most a second: the host call's own timeout
+// then fires first, and the model gets this package's message.
+func capTimeout(ctx context.Context, timeout time.Duration) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return timeout
+	}
+	left := time.Until(dl)
+	left -= min(time.Second, left/10)
+	if left >= timeout {
+		return timeout
+	}
+	return max(left.Round(time.Millisecond), time.Millisecond)
 }
 
 // RequestApproval asks the host with $/requestToolExecution {toolName:
@@ -184,12 +202,20 @@ func (c *conn) callHost(ctx context.Context, taskID, tool string, input json.Raw
 	}()
 	c.log.Debug("host tool requested", "task", taskID, "tool", tool, "toolCallId", id)
 
-	// The request is awaited until the connection ends, not only until
-	// timeout: a late answer (or the acknowledgement after a toolResponse)
-	// is then taken by jrpc2 and ignored here, not answered as a stray
-	// response.
+	// The request stays pending in jrpc2 for callbackLinger after the
+	// call ends (answered, timed out, or its task ended), so that the
+	// acknowledgement that follows a toolResponse, or an answer a little
+	// late, is taken by jrpc2 and ignored here. Then the call is given up:
+	// Recv drops its responses from then on, and its Callback is cancelled
+	// (jrpc2 forgets the request), which ends the goroutine below and
+	// frees the request.
+	c.ch.calls.expect(id)
 	cbctx, cbcancel := context.WithCancel(c.ctx)
-	c.ch.issued.Add(1)
+	defer time.AfterFunc(c.s.opts.callbackLinger, func() {
+		if c.ch.calls.forget(id) {
+			cbcancel()
+		}
+	})
 	go func() {
 		defer cbcancel()
 		rsp, err := c.srv.Callback(cbctx, methodRequestTool, requestToolParams{ToolCallID: id, ToolName: tool, ToolInput: input, TaskID: taskID})
@@ -202,7 +228,8 @@ func (c *conn) callHost(ctx context.Context, taskID, tool string, input json.Raw
 			}
 			a.result = json.RawMessage(res)
 		case cbctx.Err() != nil:
-			return // the connection ended: the waiter sees it
+			c.log.Debug("host request given up", "task", taskID, "tool", tool, "toolCallId", id)
+			return // given up, or the connection ended: the waiter has returned or sees it
 		default:
 			var je *jrpc2.Error
 			if errors.As(err, &je) {

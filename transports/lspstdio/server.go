@@ -59,7 +59,15 @@ type Options struct {
 	// ShutdownGrace bounds how long Serve waits for cancelled tasks to end
 	// when it stops (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
+
+	// callbackLinger is how long a $/requestToolExecution stays pending
+	// in jrpc2 after its call ended (default callbackLinger); tests
+	// shorten it.
+	callbackLinger time.Duration
 }
+
+// callbackLinger is the default of Options.callbackLinger.
+const callbackLinger = 10 * time.Second
 
 // Server serves the engine over stdio with LSP framing. Safe for
 // concurrent use; each Serve call is one client with its own session.
@@ -84,6 +92,9 @@ func New(opts Options) *Server {
 	}
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = DefaultShutdownGrace
+	}
+	if opts.callbackLinger <= 0 {
+		opts.callbackLinger = callbackLinger
 	}
 	log := opts.Logger
 	if log == nil {
@@ -557,17 +568,32 @@ func (c *conn) cancelRequest(_ context.Context, req *jrpc2.Request) (any, error)
 }
 
 // unmarshalParams decodes req's params into v; absent params leave v as
-// it is. The error is -32602.
+// it is. The error is -32602. The params are decoded where jrpc2 holds
+// them, without a copy.
 func unmarshalParams(req *jrpc2.Request, v any) *jrpc2.Error {
 	if !req.HasParams() {
 		return nil
 	}
-	raw := []byte(req.ParamString())
-	if jsonKind(raw) != '{' {
-		return jrpc2.Errorf(jrpc2.InvalidParams, "%s: params must be an object", req.Method())
+	p := paramsInto{v: v, method: req.Method()}
+	if err := req.UnmarshalParams(&p); err != nil {
+		return jrpc2.Errorf(jrpc2.InvalidParams, "%s: invalid params: %v", req.Method(), err)
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return jrpc2.Errorf(jrpc2.InvalidParams, "%s: invalid params: %v", req.Method(), jsonErrText(err))
+	return p.err
+}
+
+// paramsInto decodes params into v, which must be an object; err is the
+// -32602 error when it cannot.
+type paramsInto struct {
+	v      any
+	method string
+	err    *jrpc2.Error
+}
+
+func (p *paramsInto) UnmarshalJSON(data []byte) error {
+	if jsonKind(data) != '{' {
+		p.err = jrpc2.Errorf(jrpc2.InvalidParams, "%s: params must be an object", p.method)
+	} else if err := json.Unmarshal(data, p.v); err != nil {
+		p.err = jrpc2.Errorf(jrpc2.InvalidParams, "%s: invalid params: %v", p.method, jsonErrText(err))
 	}
 	return nil
 }

@@ -668,7 +668,10 @@ func TestJRPC2Client(t *testing.T) {
 	if tools := model.toolMessages("Read the buffer."); len(tools) != 1 || !strings.Contains(tools[0], `buffer of {\"path\":\"main.go\"}`) {
 		t.Errorf("the model got %q", tools)
 	}
-	if _, err := cli.Call(ctx, "shutdown", nil); err != nil {
+	// shutdown as the contract has it, a notification (TestShutdown covers
+	// the request form over raw framing: jrpc2's client may see the end of
+	// the input before it hands over the response, a race of the client's).
+	if err := cli.Notify(ctx, "shutdown", nil); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}
 	select {
@@ -751,5 +754,243 @@ func TestWriteFailure(t *testing.T) {
 		}
 	case <-time.After(waitTimeout):
 		t.Fatal("Serve did not return after a failed write")
+	}
+}
+
+// TestSecondResponseToServerRequest: a second response to a
+// $/requestToolExecution (the host answered twice) is dropped, not handed
+// to jrpc2, which would answer it with an error under its id (the id of
+// the host's own executeTask 1): the server never answers a response.
+func TestSecondResponseToServerRequest(t *testing.T) {
+	buffer := map[string]any{"content": "package main"}
+	cases := []struct {
+		name   string
+		second map[string]any // the members of the second response besides jsonrpc and id
+		ack    bool           // answer by toolResponse, after a null acknowledgement
+	}{
+		{name: "result twice", second: map[string]any{"result": buffer}},
+		{name: "result then error", second: map[string]any{"error": map[string]any{"code": -32003, "message": "again"}}},
+		{name: "result then null", second: map[string]any{"result": nil}},
+		{name: "null twice then toolResponse", ack: true, second: map[string]any{"result": nil}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, &scriptModel{replies: hostToolScript("Read the buffer.")}, nil)
+			h.setHandler(func(m msg) (any, *jrpc2.Error, bool) {
+				first := map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": buffer}
+				if tc.ack {
+					first["result"] = nil
+				}
+				h.send(first)
+				second := map[string]any{"jsonrpc": "2.0", "id": m.ID}
+				for k, v := range tc.second {
+					second[k] = v
+				}
+				h.send(second)
+				if tc.ack {
+					h.notification("toolResponse", map[string]any{"toolCallId": m.param("toolCallId"), "result": buffer})
+				}
+				return nil, nil, false
+			})
+			h.initialize(nil)
+			id := h.task("t1", "Read the buffer.", nil)
+			if id != "1" {
+				t.Fatalf("executeTask id %s, want 1 (the id of the server's request)", id)
+			}
+			res := h.taskResult(id)
+			if res.Status != "completed" || res.Message != "The buffer says hello." {
+				t.Fatalf("result %+v", res)
+			}
+			// A request after the responses: everything before it was read.
+			h.result(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{}}), nil)
+			ms := h.snapshot()
+			if errs := errorMessages(ms); len(errs) != 0 {
+				t.Errorf("error responses:\n%s", dump(errs))
+			}
+			if n := len(filter(ms, func(m msg) bool { return m.isResponse() && string(m.ID) == "1" })); n != 1 {
+				t.Errorf("%d responses with id 1:\n%s", n, dump(ms))
+			}
+			if tools := h.model.toolMessages("Read the buffer."); len(tools) != 1 || !strings.Contains(tools[0], "package main") {
+				t.Errorf("the model got %q", tools)
+			}
+			h.waitLog("response to no pending request of this server")
+		})
+	}
+}
+
+// TestExecuteTaskNotification: executeTask sent as a notification runs in
+// the queue like a request (serially, in order) without holding up the
+// messages after it: a request is answered while it runs, and a host tool
+// answered by a toolResponse notification gets its answer.
+func TestExecuteTaskNotification(t *testing.T) {
+	gate := make(chan struct{})
+	model := &scriptModel{
+		replies: map[string][]reply{
+			"First.": {{chunks: []engine.ChatChunk{text("one")}}},
+		},
+		gates: map[string]chan struct{}{"First.": gate},
+	}
+	for k, v := range hostToolScript("Read the buffer.") {
+		model.replies[k] = v
+	}
+	h := start(t, model, nil)
+	h.setHandler(func(m msg) (any, *jrpc2.Error, bool) {
+		h.notification("toolResponse", map[string]any{"toolCallId": m.param("toolCallId"), "result": map[string]any{"content": "unsaved buffer"}})
+		return nil, nil, true // the acknowledgement
+	})
+	h.initialize(map[string]any{"hostToolTimeoutMs": 5000})
+	h.notification("executeTask", map[string]any{"taskId": "a", "prompt": "First."})
+	model.waitEntered(t, "First.")
+	h.notification("executeTask", map[string]any{"taskId": "b", "prompt": "Read the buffer."})
+	h.waitFor("b queued", has("$/statusUpdate", func(m msg) bool { return m.param("message") == "Task b is queued until the running task ends" }))
+	// Answered while task a runs (jrpc2 would hold it until a's handler
+	// returned).
+	h.result(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{}}), nil)
+	close(gate)
+	ms := h.waitFor("task b completed", has("$/statusUpdate", func(m msg) bool { return m.param("message") == "Task b completed" }))
+	aDone, bStart := -1, -1
+	for i, m := range ms {
+		switch m.param("message") {
+		case "Task a completed":
+			aDone = i
+		case "Task b started":
+			bStart = i
+		}
+	}
+	if aDone < 0 || bStart < aDone {
+		t.Errorf("b started before a ended:\n%s", dump(ms))
+	}
+	if tools := model.toolMessages("Read the buffer."); len(tools) != 1 || !strings.Contains(tools[0], "unsaved buffer") {
+		t.Errorf("the model got %q", tools)
+	}
+	if errs := errorMessages(ms); len(errs) != 0 {
+		t.Errorf("error responses:\n%s", dump(errs))
+	}
+}
+
+// TestConfigurationAtTaskStart: a queued task runs with the configuration
+// in force when it starts, not when it arrived.
+func TestConfigurationAtTaskStart(t *testing.T) {
+	gate := make(chan struct{})
+	model := &scriptModel{
+		replies: map[string][]reply{
+			"First.":  {{chunks: []engine.ChatChunk{text("one")}}},
+			"Second.": {{chunks: []engine.ChatChunk{text("two")}}},
+		},
+		gates: map[string]chan struct{}{"First.": gate},
+	}
+	h := start(t, model, nil)
+	h.initialize(nil)
+	first := h.task("t1", "First.", nil)
+	model.waitEntered(t, "First.")
+	second := h.task("t2", "Second.", nil)
+	h.waitFor("t2 queued", has("$/statusUpdate", func(m msg) bool { return strings.Contains(m.param("message"), "Task t2 is queued") }))
+	h.result(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"hostTools": []map[string]any{{"name": "open_diff", "readOnly": true}}}}), nil)
+	close(gate)
+	h.taskResult(first)
+	h.taskResult(second)
+	tools := map[string]string{}
+	for _, r := range model.requests() {
+		var names []string
+		for _, sp := range r.Tools {
+			names = append(names, sp.Name)
+		}
+		user := ""
+		for _, m := range r.Messages {
+			if m.Role == engine.RoleUser {
+				user = m.Content // the turn's own, the last
+			}
+		}
+		tools[user] = strings.Join(names, ",")
+	}
+	if got := tools["First."]; !strings.Contains(got, "read_buffer") || strings.Contains(got, "open_diff") {
+		t.Errorf("the running task's tools changed: %s", got)
+	}
+	if got := tools["Second."]; !strings.Contains(got, "open_diff") || strings.Contains(got, "read_buffer") {
+		t.Errorf("the queued task did not get the new configuration: %s", got)
+	}
+}
+
+// TestHostCallGivenUp: after the host tool timeout, the request stays
+// pending only for callbackLinger; then its callback ends, and a late
+// response is dropped (no error goes back).
+func TestHostCallGivenUp(t *testing.T) {
+	h := start(t, &scriptModel{replies: hostToolScript("Read the buffer.")}, func(o *Options) { o.callbackLinger = 50 * time.Millisecond })
+	reqs := make(chan msg, 1)
+	h.setHandler(func(m msg) (any, *jrpc2.Error, bool) {
+		reqs <- m
+		return nil, nil, false // never answers in time
+	})
+	h.initialize(map[string]any{"hostToolTimeoutMs": 100})
+	if res := h.taskResult(h.task("t1", "Read the buffer.", nil)); res.Status != "completed" {
+		t.Fatalf("result %+v", res)
+	}
+	// The callback ends while the connection is open.
+	h.waitLog("host request given up")
+	m := <-reqs
+	h.send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": "late"}})
+	h.result(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{}}), nil)
+	if errs := errorMessages(h.snapshot()); len(errs) != 0 {
+		t.Errorf("error responses:\n%s", dump(errs))
+	}
+	h.waitLog("response to no pending request of this server")
+}
+
+// TestHostToolTimeoutCappedByEngine: a host tool timeout longer than the
+// engine's tool deadline is cut to end before it, so the model gets this
+// package's timeout message, not the engine's.
+func TestHostToolTimeoutCappedByEngine(t *testing.T) {
+	h := startWith(t, &scriptModel{replies: hostToolScript("Read the buffer.")},
+		func(o *engine.Options) { o.ToolTimeout = time.Second }, nil)
+	h.setHandler(func(m msg) (any, *jrpc2.Error, bool) { return nil, nil, false })
+	h.initialize(map[string]any{"hostToolTimeoutMs": 3600000})
+	if res := h.taskResult(h.task("t1", "Read the buffer.", nil)); res.Status != "completed" {
+		t.Fatalf("result %+v", res)
+	}
+	tools := h.model.toolMessages("Read the buffer.")
+	if len(tools) != 1 || !strings.Contains(tools[0], "the editor did not answer read_buffer within 9") || !strings.Contains(tools[0], "timeout") {
+		t.Errorf("the model got %q", tools)
+	}
+}
+
+// TestParseMillis: the timeouts are checked as milliseconds, before the
+// conversion to a Duration (which 1e20 ms would overflow).
+func TestParseMillis(t *testing.T) {
+	cases := []struct {
+		in   string
+		want time.Duration // 0: an error
+	}{
+		{"1", time.Millisecond},
+		{"1.5", 1500 * time.Microsecond},
+		{"300", 300 * time.Millisecond},
+		{"3600000", time.Hour},
+		{"3600001", 0},
+		{"1e20", 0},
+		{"9.3e15", 0},
+		{"1e300", 0},
+		{"1e400", 0},
+		{"-1", 0},
+		{"-1e20", 0},
+		{"0", 0},
+		{"0.5", 0},
+		{`"5"`, 0},
+	}
+	for _, c := range cases {
+		d, err := parseMillis(json.RawMessage(c.in))
+		switch {
+		case c.want == 0 && err == nil:
+			t.Errorf("%s: %v, want an error", c.in, d)
+		case c.want != 0 && (err != nil || d != c.want):
+			t.Errorf("%s: %v, %v; want %v", c.in, d, err, c.want)
+		}
+	}
+	// Through updateConfiguration: -32002.
+	h := start(t, &scriptModel{}, nil)
+	h.initialize(nil)
+	for _, v := range []any{1e20, json.RawMessage("1e300"), -5} {
+		e := h.errorOf(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"hostToolTimeoutMs": v}}))
+		if e.Code != CodeConfigError || !strings.Contains(e.Message, "hostToolTimeoutMs") {
+			t.Errorf("%v: %v", v, e)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -64,11 +63,20 @@ func (c *conn) assignTask(ctx context.Context) jrpc2.Handler {
 	// task's result on the wire. (jrpc2 also cancels it when the server
 	// stops.) $/cancelRequest does not cancel that context but the task's
 	// own (see cancelRequest). A notification has no response: its place is
-	// released when its handler returns.
+	// released when its task ends.
 	context.AfterFunc(ctx, release)
 	return func(hctx context.Context, req *jrpc2.Request) (any, error) {
 		if req.IsNotification() {
-			defer release()
+			// jrpc2 handles no later message until a notification's
+			// handler has returned, so the task runs on its own: else
+			// toolResponse, $/cancelRequest, shutdown and everything else
+			// would wait for the whole task. Its place in the queue is
+			// already taken; Serve waits for it through c.tasks.
+			go func() {
+				defer release()
+				c.executeTask(context.WithoutCancel(hctx), req, t)
+			}()
+			return nil, nil
 		}
 		return c.executeTask(hctx, req, t)
 	}
@@ -107,7 +115,7 @@ func (c *conn) executeTask(hctx context.Context, req *jrpc2.Request, t *ticket) 
 		return c.fail(req, jrpc2.Errorf(jrpc2.InvalidParams, "executeTask %s: prompt must be a non-empty string", p.TaskID))
 	}
 	c.mu.Lock()
-	sess, cfg, initErr, closing, dup := c.session, c.cfg, c.initErr, c.closing, c.taskIDs[p.TaskID]
+	sess, initErr, closing, dup := c.session, c.initErr, c.closing, c.taskIDs[p.TaskID]
 	ok := sess != nil && !closing && !dup
 	if ok {
 		c.taskIDs[p.TaskID] = true
@@ -132,7 +140,6 @@ func (c *conn) executeTask(hctx context.Context, req *jrpc2.Request, t *ticket) 
 	if err != nil {
 		return c.fail(req, jrpc2.Errorf(CodeContextError, "executeTask %s: %v", p.TaskID, err))
 	}
-	in.Model = cfg.model
 
 	ctx, cancel := context.WithCancelCause(hctx)
 	defer cancel(nil)
@@ -156,6 +163,13 @@ func (c *conn) executeTask(hctx context.Context, req *jrpc2.Request, t *ticket) 
 			return c.taskFailed(p.TaskID, cancelText(ctx, "before it started"), "cancelled", "", nil), nil
 		}
 	}
+	// The configuration is the one in force when the task starts, not when
+	// it was queued (updateConfiguration applies to the tasks that start
+	// after it).
+	c.mu.Lock()
+	cfg := c.cfg
+	c.mu.Unlock()
+	in.Model = cfg.model
 	return c.runTask(ctx, req, sess, p.TaskID, in, cfg)
 }
 
@@ -260,15 +274,15 @@ const (
 // is an error.
 func turnInput(ws *engine.Workspace, p executeTaskParams) (engine.TurnInput, error) {
 	in := engine.TurnInput{Message: p.Prompt}
-	switch jsonKind(p.Context) {
+	switch p.Context.kind {
 	case 0, 'n':
 		return in, nil
 	case '{':
 	default:
 		return in, errors.New("context must be an object")
 	}
-	var tc taskContext
-	if err := json.Unmarshal(p.Context, &tc); err != nil {
+	tc := p.Context.tc
+	if err := p.Context.err; err != nil {
 		return in, fmt.Errorf("context: %s", jsonErrText(err))
 	}
 	var refused []string

@@ -105,9 +105,27 @@ type updateConfigParams struct {
 }
 
 type executeTaskParams struct {
-	TaskID  string          `json:"taskId"`
-	Prompt  string          `json:"prompt"`
-	Context json.RawMessage `json:"context"`
+	TaskID  string       `json:"taskId"`
+	Prompt  string       `json:"prompt"`
+	Context contextParam `json:"context"`
+}
+
+// contextParam is executeTask's context, decoded where it lies in the
+// params (no copy of its text is kept): kind is its first byte (0 when
+// absent), tc the context when it is an object, err why it could not be
+// decoded.
+type contextParam struct {
+	kind byte
+	tc   taskContext
+	err  error
+}
+
+func (c *contextParam) UnmarshalJSON(data []byte) error {
+	*c = contextParam{kind: jsonKind(data)}
+	if c.kind == '{' {
+		c.err = json.Unmarshal(data, &c.tc)
+	}
+	return nil
 }
 
 // taskContext is executeTask's context. Every member may be null or left

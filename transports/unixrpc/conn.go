@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/creachadair/jrpc2"
 
@@ -104,7 +105,16 @@ func newConn(s *Server, nc net.Conn) *conn {
 		queries: map[string]*query{}, tail: done,
 		approvals: map[string]*pendingApproval{}, aliases: map[string]string{}, ended: map[string]string{},
 	}
-	c.w = newWire(nc, s.opts.MaxMessageBytes, s.opts.RequestsPerSecond, s.opts.WriteTimeout, s.log)
+	c.w = newWire(nc, s.opts.MaxMessageBytes, s.opts.RequestsPerSecond, s.opts.WriteTimeout, s.log, func(err error) {
+		// A write failed, maybe halfway through a message: nothing more
+		// can be sent on this connection, so it ends (responses and
+		// notifications alike).
+		if errors.Is(err, net.ErrClosed) {
+			return // closed here already (shutdown, kill)
+		}
+		c.log.Warn("write to the client failed; disconnecting", "error", err)
+		c.kill(errSlowClient)
+	})
 	c.rpc = jrpc2.NewServer(c, &jrpc2.ServerOptions{AllowPush: true, DisableBuiltin: true, Concurrency: 16})
 	c.out = newOutbox(s.opts.MaxQueueBytes, func(method string, params any) error {
 		return c.rpc.Notify(context.Background(), method, params)
@@ -435,21 +445,21 @@ func (c *conn) run(q *query, sess *engine.Session, in engine.TurnInput, stream, 
 
 // send queues a notification. An approval is registered first, so that a
 // tool.approve arriving at once finds it.
+//
+// A tool.request_approval over the message limit has its arguments and
+// preview cut to fit (see fitApproval); one that still does not fit is not
+// sent nor registered, so the engine's RequestApproval denies the call at
+// once (errNotAnnounced) instead of waiting for an answer that cannot
+// come.
 func (c *conn) send(n note) {
-	if r := n.approval; r != nil {
-		key := executionID(*r)
-		c.mu.Lock()
-		c.approvals[key] = &pendingApproval{ch: make(chan engine.ApprovalDecision, 1), requestID: r.ID}
-		if r.ID != key {
-			c.aliases[r.ID] = key
-		}
-		c.mu.Unlock()
-	}
 	it := outItem{method: n.method, tok: n.tok}
 	if n.tok != nil {
 		it.size = len(n.tok.token) + 96
 	} else {
 		raw, err := json.Marshal(n.params)
+		if err == nil && len(raw) > c.srv.opts.MaxMessageBytes && n.approval != nil {
+			raw, err = fitApproval(n.params.(approvalParams), c.srv.opts.MaxMessageBytes)
+		}
 		if err != nil {
 			c.log.Error("encode notification", "method", n.method, "error", err)
 			return
@@ -463,10 +473,67 @@ func (c *conn) send(n note) {
 			c.keepBlock(n.params.(blockParams), len(raw))
 		}
 	}
+	if r := n.approval; r != nil {
+		key := executionID(*r)
+		c.mu.Lock()
+		c.approvals[key] = &pendingApproval{ch: make(chan engine.ApprovalDecision, 1), requestID: r.ID}
+		if r.ID != key {
+			c.aliases[r.ID] = key
+		}
+		c.mu.Unlock()
+	}
 	if !c.out.push(it) && c.out.overflowed() {
 		c.log.Warn("client too slow; disconnecting", "queued_bytes_limit", c.srv.opts.MaxQueueBytes)
 		c.kill(errSlowClient)
 	}
+}
+
+// fitApproval encodes a tool.request_approval whose encoding is over
+// max bytes with its bulky members cut: arguments become {"truncated":
+// true, "bytes": N, "excerpt": the start of the arguments' JSON text},
+// the preview's content is cut (preview.truncated true), and so is the
+// tool's description. The result may still be over max (the caller then
+// drops it).
+func fitApproval(p approvalParams, max int) ([]byte, error) {
+	base := p
+	base.Arguments = json.RawMessage(`{"truncated":true}`)
+	if p.Preview != nil {
+		base.Preview = &preview{Type: p.Preview.Type, Truncated: true}
+	}
+	base.Tool.Description = ""
+	raw, err := json.Marshal(base)
+	if err != nil || len(raw) > max {
+		return raw, err
+	}
+	// What is left, shared by the three (JSON escaping may grow text up
+	// to 6 times; the loop below shrinks until it fits).
+	room := (max - len(raw) - 256) / 3
+	for room > 0 {
+		q := base
+		q.Tool.Description = cutUTF8(p.Tool.Description, room)
+		args, _ := json.Marshal(map[string]any{"truncated": true, "bytes": len(p.Arguments), "excerpt": cutUTF8(string(p.Arguments), room)})
+		q.Arguments = args
+		if p.Preview != nil {
+			q.Preview = &preview{Type: p.Preview.Type, Content: cutUTF8(p.Preview.Content, room), Truncated: len(p.Preview.Content) > room}
+		}
+		raw, err = json.Marshal(q)
+		if err != nil || len(raw) <= max {
+			return raw, err
+		}
+		room /= 2
+	}
+	return json.Marshal(base)
+}
+
+// cutUTF8 returns at most n bytes of s, not cutting a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // keepBlock remembers a block for session.save, within the limits.

@@ -26,9 +26,13 @@
 // gives it mode 0600 and links it into place, so it is never reachable
 // with a wider mode. An existing socket file nobody answers on is stale
 // and removed; one that answers is refused (ErrServerRunning); anything
-// else at the path (a file, a symlink) is refused and left alone. Closing
-// the listener (Shutdown, Close) removes the socket file if it is still
-// this server's.
+// else at the path (a file, a symlink) is refused and left alone. The
+// check, the removal and the link run under an exclusive flock on
+// PATH.lock (mode 0600), so two servers starting on one path never remove
+// each other's live socket; the lock file is kept while the server
+// listens (one that dies leaves it, to be reused) and removed, under the
+// lock, when it stops. Closing the listener (Shutdown, Close) removes the
+// socket file if it is still this server's.
 //
 // Framing. UTF-8 JSON, one message per line; a "\r" before the newline is
 // accepted and blank lines are skipped. A line is at most
@@ -43,7 +47,10 @@
 // object, jsonrpc not "2.0", no method or not a string, an id that is not
 // a string, number or null, params that are not an object or array, an
 // unknown member, a response object) gets -32600 with the request's id
-// when it can be read, else null. A connection that ends inside a line
+// when it can be read, else null. A request whose id is that of a request
+// still in progress on the connection (not yet answered) gets -32600
+// (data {reason: "duplicate_id", id}); an answered request's id may be
+// used again. A connection that ends inside a line
 // gets -32700 for it and is closed. The server answers with responses and
 // sends notifications; it sends no requests.
 //
@@ -62,7 +69,7 @@
 // (embeds only), "code" (a name with code/coder in it) or "chat", loaded
 // as the provider reports it, and current: true for the engine's current
 // model; the list is cached for 30 s, and a provider that does not answer
-// within 2 s is left out. Client capabilities: "streaming" and
+// within 2 s (or fails) is left out, and the list then not cached. Client capabilities: "streaming" and
 // "tool_approval" are honoured (without tool_approval, calls that need
 // approval are denied by policy); a client that sends no capabilities
 // array gets everything. terminal_size is kept; config is accepted and
@@ -156,29 +163,36 @@
 // in order with the other notifications; a token that finds the queue
 // empty goes out alone as stream.token. A client more than
 // Options.MaxQueueBytes (64 MiB) behind, or one whose socket accepts
-// nothing for Options.WriteTimeout (1 minute), is disconnected. A
-// notification over the message limit is dropped and logged.
+// nothing for Options.WriteTimeout (1 minute), is disconnected: any write
+// that fails (a response's or a notification's) closes the connection at
+// once, and nothing is written after it, so a message cut by the failure
+// is the last thing the client reads (without its newline) before the
+// connection ends. A notification over the message limit is dropped and
+// logged, except tool.request_approval: its arguments become
+// {"truncated": true, "bytes", "excerpt"}, its preview and tool
+// description are cut (preview.truncated, beyond the contract) to fit;
+// one that still cannot fit is not sent and the call is denied at once.
 //
-// Limits and codes. The contract's limits are the defaults: messages of
-// 10 MiB (above), 100 requests per second per connection (a token bucket
-// of 100 refilled at 100 per second; every line counts; a request over
-// it gets -32000 with data {reason: "rate_limited", limit_per_second,
+// Limits and codes. The contract's limits are the defaults: messages of 10
+// MiB (above), 100 requests per second per connection (a token bucket of
+// 100 refilled at 100 per second; every line counts; a request over it
+// gets -32000 with data {reason: "rate_limited", limit_per_second,
 // retry_after_ms}, a notification over it is dropped), 3 concurrent
 // queries per connection (queries accepted and without their
 // stream.complete; a fourth gets -32000 with data {reason:
-// "too_many_queries", limit: 3}). The table's codes are used thus:
-// -32700 invalid JSON; -32600 invalid JSON-RPC, batches, an oversized
-// message, before or repeated initialize; -32601 unknown methods;
-// -32602 invalid params (a missing or mistyped member, named in the
-// message and data.field), an unsupported protocol version, a refused
-// session path or file; -32603 server failures (a session store, a
-// session file write); -32000 limits, shutdown, a busy connection, and
-// engine errors without a closer code; -32001 model errors; -32002 tool
-// failures; -32003 timeouts; -32004 cancelled operations; -32005
-// permission denied (a denied tool call, a session path outside the
-// allowed directories). Error responses' messages start with the table's
-// message ("Invalid params: ..."); data is an object, with reason where
-// codes are shared.
+// "too_many_queries", limit: 3}). The table's codes are used thus: -32700
+// invalid JSON; -32600 invalid JSON-RPC, batches, an oversized message,
+// before or repeated initialize, a duplicate request id; -32601 unknown
+// methods; -32602 invalid params (a missing or mistyped member, named in
+// the message and data.field), an unsupported protocol version, a refused
+// session path or file; -32603 server failures (a session store, a session
+// file write); -32000 limits, shutdown, a busy connection, and engine
+// errors without a closer code; -32001 model errors; -32002 tool failures;
+// -32003 timeouts; -32004 cancelled operations; -32005 permission denied
+// (a denied tool call, a session path outside the allowed directories, a
+// save over a file that is not a session file). Error responses' messages
+// start with the table's message ("Invalid params: ..."); data is an
+// object, with reason where codes are shared.
 //
 // session.save and session.load. A path is required for load; save
 // without one writes Options.SessionDir/SESSION_ID.json. A relative path
@@ -187,6 +201,11 @@
 // must not be a symlink or anything but a regular file, and, symlinks of
 // its directory resolved, it must lie inside SessionDir or one of
 // Options.SessionRoots (default the user's home directory), else -32005.
+// save replaces an existing file only when it reads as a session file
+// envelope ({"format": "plexus-session", "version", "checksum",
+// "session"} and nothing else, any version, the checksum unchecked);
+// anything else there (a package.json, a settings file) is left alone and
+// refused with -32005 (data.reason "not_a_session_file").
 // The file is written atomically: a temporary file in the same directory
 // (mode 0600), synced, renamed over the path, and the directory synced.
 // It holds {"format": "plexus-session", "version": 1, "checksum":
@@ -224,7 +243,8 @@
 // one used before or a common one (0.75, "typo_correction"); a failed
 // test run again with its output shown (cargo test -- --nocapture, go
 // test -v, pytest -vv -s, npm test -- --verbose; 0.6, "rules"). context
-// says why. context.update accepts every member of agent.query's context
+// says why. Only the last 50 earlier commands are looked at, and a
+// program name longer than 64 bytes is not corrected. context.update accepts every member of agent.query's context
 // (recent_commands, recent_output, shell, open_files) besides cwd, env and
 // terminal_size; sent as a request it is answered {"updated": true}.
 //

@@ -60,6 +60,8 @@ const (
 	reasonInvalidPath     = "invalid_path"
 	reasonPathNotAllowed  = "path_not_allowed"
 	reasonCorrupt         = "corrupt_session_file"
+	reasonNotSessionFile  = "not_a_session_file"
+	reasonDuplicateID     = "duplicate_id"
 	reasonWorkspace       = "workspace_mismatch"
 	reasonNoImport        = "session_import_unavailable"
 	reasonUnknownApproval = "unknown_execution"

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/plexus-agent/plexus/transports/unixrpc"
 )
 
 // The three message-flow examples of protocols/jsonrpc-unix-socket.md,
@@ -206,4 +208,30 @@ func TestApproveRememberChoice(t *testing.T) {
 	if !found {
 		t.Errorf("no remembered rule for file_read in %s", doc)
 	}
+}
+
+// TestApprovalOverMessageLimit: an approval request over the message
+// limit is sent with its arguments cut (marked truncated), not dropped
+// while the call waits for an answer that cannot come.
+func TestApprovalOverMessageLimit(t *testing.T) {
+	e := newEnv(t, func(o *unixrpc.Options) { o.MaxMessageBytes = 32 << 10 })
+	long := strings.Repeat("d/", 50<<10) + "calc.go"
+	e.model.set("read it",
+		step{calls: []callT{callOf("call_big", "file_read", `{"path":"`+long+`"}`)}},
+		step{chunks: []string{"done"}},
+	)
+	c := e.initialized(t)
+	queryID := c.call("agent.query", map[string]any{"message": "read it"}).str("query_id")
+	ra := c.waitFor("tool.request_approval", nil)
+	if ra.str("execution_id") != "call_big" || ra.get("arguments.truncated") != true ||
+		!strings.HasPrefix(ra.str("arguments.excerpt"), `{"path":"d/d/`) || len(ra.raw) > 32<<10 {
+		t.Fatalf("tool.request_approval (%d bytes): %.300s", len(ra.raw), ra.raw)
+	}
+	if r := c.call("tool.approve", map[string]any{"execution_id": "call_big", "approved": false}); r.Error != nil {
+		t.Fatal(r.raw)
+	}
+	if m := c.waitFor("tool.complete", nil); m.str("status") != "denied" {
+		t.Errorf("tool.complete: %.300s", m.raw)
+	}
+	c.waitFor("stream.complete", func(m msg) bool { return m.str("query_id") == queryID })
 }

@@ -61,20 +61,39 @@ func (l *lineLimiter) Read(p []byte) (int, error) {
 }
 
 // connWriter writes whole messages to the connection, one Write call at a
-// time, with a deadline per write.
+// time, with a deadline per write. A write that fails (its deadline
+// passed, the peer is gone) may have written part of a message, so
+// nothing more may follow it on the socket: the writer is then broken,
+// every later write fails at once, and failed (set once, before use) is
+// called to close the connection, so the client sees the connection
+// end rather than a cut message glued to the next one.
 type connWriter struct {
 	mu      sync.Mutex
 	c       net.Conn
 	timeout time.Duration
+	failed  func(error)
+	broken  error
 }
 
 func (w *connWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.broken != nil {
+		return 0, w.broken
+	}
 	if w.timeout > 0 {
 		w.c.SetWriteDeadline(time.Now().Add(w.timeout))
 	}
-	return w.c.Write(p)
+	n, err := w.c.Write(p)
+	if err != nil {
+		w.broken = err
+		if w.failed != nil {
+			w.failed(err)
+		} else {
+			w.c.Close()
+		}
+	}
+	return n, err
 }
 
 // Close closes the connection without waiting for a write in progress
@@ -92,21 +111,25 @@ type wire struct {
 	max    int
 	bucket bucket
 
-	mu      sync.Mutex
-	waiters map[string]chan struct{} // by raw request id
-	closed  bool
+	mu       sync.Mutex
+	waiters  map[string]chan struct{} // by raw request id
+	inflight map[string]struct{}      // raw ids of requests not yet answered
+	closed   bool
 }
 
 var _ channel.Channel = (*wire)(nil)
 
-func newWire(c net.Conn, maxBytes int, perSecond int, writeTimeout time.Duration, log *slog.Logger) *wire {
-	w := &connWriter{c: c, timeout: writeTimeout}
+// newWire returns the channel of connection c. writeFailed is called
+// (once) when a write fails; it must close c.
+func newWire(c net.Conn, maxBytes int, perSecond int, writeTimeout time.Duration, log *slog.Logger, writeFailed func(error)) *wire {
+	w := &connWriter{c: c, timeout: writeTimeout, failed: writeFailed}
 	return &wire{
-		line:    channel.Line(&lineLimiter{r: c, max: maxBytes}, w),
-		log:     log,
-		max:     maxBytes,
-		bucket:  bucket{rate: float64(perSecond), burst: float64(perSecond)},
-		waiters: map[string]chan struct{}{},
+		line:     channel.Line(&lineLimiter{r: c, max: maxBytes}, w),
+		log:      log,
+		max:      maxBytes,
+		bucket:   bucket{rate: float64(perSecond), burst: float64(perSecond)},
+		waiters:  map[string]chan struct{}{},
+		inflight: map[string]struct{}{},
 	}
 }
 
@@ -114,22 +137,25 @@ func newWire(c net.Conn, maxBytes int, perSecond int, writeTimeout time.Duration
 // no id after the version).
 var responsePrefix = []byte(`{"jsonrpc":"2.0","id":`)
 
-// Send writes one message and, when it is the response to a request that
-// afterSent watches, signals it.
+// Send writes one message and, when it is a response, forgets its id as
+// in flight and signals the afterSent waiter of the request.
 func (w *wire) Send(msg []byte) error {
 	err := w.line.Send(msg)
+	if !bytes.HasPrefix(msg, responsePrefix) {
+		return err
+	}
+	// The id is the value after the prefix: decode just that.
+	var id json.RawMessage
+	if json.NewDecoder(bytes.NewReader(msg[len(responsePrefix):])).Decode(&id) != nil {
+		return err
+	}
+	key := string(bytes.TrimSpace(id))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.waiters) > 0 && bytes.HasPrefix(msg, responsePrefix) {
-		var r struct {
-			ID json.RawMessage `json:"id"`
-		}
-		if json.Unmarshal(msg, &r) == nil {
-			if ch, ok := w.waiters[string(r.ID)]; ok {
-				close(ch)
-				delete(w.waiters, string(r.ID))
-			}
-		}
+	delete(w.inflight, key)
+	if ch, ok := w.waiters[key]; ok {
+		close(ch)
+		delete(w.waiters, key)
 	}
 	return err
 }
@@ -269,6 +295,22 @@ func (w *wire) admit(line []byte) bool {
 		w.reply(id, rpcError(CodeAgentError, fmt.Sprintf("more than %g requests per second on this connection; retry in %d ms", w.bucket.rate, retry.Milliseconds()+1),
 			reasonData(reasonRateLimited, "limit_per_second", w.bucket.rate, "retry_after_ms", retry.Milliseconds()+1)))
 		return false
+	}
+	if id != nil {
+		// jrpc2 would answer a duplicate itself, in its own words; the
+		// id is in flight until its response is written (see Send).
+		key := string(bytes.TrimSpace(id))
+		w.mu.Lock()
+		_, dup := w.inflight[key]
+		if !dup {
+			w.inflight[key] = struct{}{}
+		}
+		w.mu.Unlock()
+		if dup {
+			w.reply(id, rpcError(CodeInvalidRequest, fmt.Sprintf("a request with id %s is still in progress on this connection; use a new id", key),
+				reasonData(reasonDuplicateID, "id", id)))
+			return false
+		}
 	}
 	return true
 }

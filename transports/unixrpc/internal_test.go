@@ -2,12 +2,19 @@ package unixrpc
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
+	"net"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/plexus-agent/plexus/engine"
 )
 
 func TestSuggestCommand(t *testing.T) {
@@ -127,5 +134,177 @@ func TestBucket(t *testing.T) {
 	}
 	if ok, _ := b.take(now.Add(20 * time.Millisecond)); !ok {
 		t.Fatal("no refill")
+	}
+}
+
+// TestSuggestBounded: long words and a long history cost bounded memory
+// (editDistance used to allocate a len(a)×len(b) table: two 8,000-byte
+// words took 512 MB).
+func TestSuggestBounded(t *testing.T) {
+	ok, notFound := 0, 127
+	cmd := func(c string, exit int) recentCommand { e := exit; return recentCommand{Command: c, ExitCode: &e} }
+	long := func(c byte, n int) string { return strings.Repeat(string(c), n) }
+	var cmds []recentCommand
+	for i := 0; i < 2000; i++ {
+		cmds = append(cmds, cmd(long('a', 4000)+long('b', i%3)+" x", ok))
+	}
+	cmds = append(cmds, cmd(long('a', 4001)+" x", notFound))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	suggestCommand(cmds, "sh: command not found")
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Fatalf("suggestCommand allocated %d MB for long words", got>>20)
+	}
+	// The bounds keep the rules: a typo within reach is still found.
+	cmds = append(cmds[:0], cmd("frobnicate get pods", ok))
+	for i := 0; i < 100; i++ {
+		cmds = append(cmds, cmd(long('z', 10000), ok))
+	}
+	cmds = append(cmds, cmd("frobnciate get pods", notFound))
+	if s, _ := suggestCommand(cmds, "frobnciate: command not found"); s.Suggestion != "" {
+		t.Errorf("a command older than the last 50 was used: %+v", s)
+	}
+	cmds = append(cmds[len(cmds)-10:len(cmds)-1], cmd("frobnicate get pods", ok), cmd("frobnciate get pods", notFound))
+	if s, _ := suggestCommand(cmds, "frobnciate: command not found"); s.Suggestion != "frobnicate get pods" {
+		t.Errorf("typo correction: %+v", s)
+	}
+	for _, tt := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"abc", "", 3}, {"", "ab", 2}, {"gti", "git", 1}, {"kitten", "sitting", 3}, {"ca", "abc", 3}, {"ab", "ba", 1}, {"héllo", "hlélo", 1}} {
+		if got := editDistance(tt.a, tt.b); got != tt.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.d)
+		}
+	}
+}
+
+// TestListenStaleRace: while one Listen removes a stale socket, another
+// starting on the same path must not have its live socket removed: the
+// second waits for the first and then finds it running.
+func TestListenStaleRace(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "race.sock")
+	old, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.SetUnlinkOnClose(false)
+	old.Close() // stale
+	type res struct {
+		ln  net.Listener
+		err error
+	}
+	second := make(chan res, 1)
+	var hooked atomic.Bool
+	testHookStale = func() {
+		if hooked.Swap(true) {
+			return
+		}
+		func() {
+			// Another server starts while this one is between its
+			// probe and the removal.
+			go func() {
+				ln, err := Listen(p)
+				second <- res{ln, err}
+			}()
+			select {
+			case r := <-second:
+				second <- r
+			case <-time.After(300 * time.Millisecond):
+			}
+		}()
+	}
+	defer func() { testHookStale = nil }()
+	first, err1 := Listen(p)
+	var r res
+	select {
+	case r = <-second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second Listen did not return")
+	}
+	for _, ln := range []net.Listener{first, r.ln} {
+		if ln != nil {
+			defer ln.Close()
+		}
+	}
+	if (err1 == nil) == (r.err == nil) {
+		t.Fatalf("both or neither Listen succeeded: %v, %v", err1, r.err)
+	}
+	if err1 != nil || !errors.Is(r.err, ErrServerRunning) {
+		t.Fatalf("first: %v; second: %v (want ErrServerRunning)", err1, r.err)
+	}
+	// The socket at the path is the first listener's, and answers.
+	go func() {
+		if c, err := first.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	c, err := net.DialTimeout("unix", p, time.Second)
+	if err != nil {
+		t.Fatalf("the live socket does not answer: %v", err)
+	}
+	c.Close()
+}
+
+// flakyModel lists its models after a pause, failing when its context
+// ends first or while fail is set.
+type flakyModel struct {
+	engine.Model
+	fail  atomic.Bool
+	calls atomic.Int32
+}
+
+func (m *flakyModel) ListModels(ctx context.Context) ([]engine.ModelInfo, error) {
+	m.calls.Add(1)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(20 * time.Millisecond):
+	}
+	if m.fail.Load() {
+		return nil, errors.New("provider down")
+	}
+	return []engine.ModelInfo{{Name: "m1"}}, nil
+}
+
+// TestModelEntriesCache: a listing is not cut short by the asking
+// client's context, and one with a failed provider is not cached.
+func TestModelEntriesCache(t *testing.T) {
+	m := &flakyModel{}
+	eng, err := engine.New(engine.Options{Models: map[string]engine.Model{"p": m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Engine: eng, Workspace: &engine.Workspace{Root: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(es []modelEntry) bool {
+		return len(es) == 1 && es[0].Name == "p:m1"
+	}
+	// The client disconnects while the models are listed.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(5*time.Millisecond, cancel)
+	if es := s.modelEntries(ctx); !has(es) {
+		t.Errorf("listing under a cancelled request: %+v", es)
+	}
+	if es := s.modelEntries(context.Background()); !has(es) {
+		t.Errorf("next listing: %+v", es)
+	}
+	// A provider failure is not cached for modelsTTL.
+	s2, _ := New(Options{Engine: eng, Workspace: &engine.Workspace{Root: t.TempDir()}})
+	m.fail.Store(true)
+	if es := s2.modelEntries(context.Background()); len(es) != 0 {
+		t.Errorf("failed listing: %+v", es)
+	}
+	m.fail.Store(false)
+	if es := s2.modelEntries(context.Background()); !has(es) {
+		t.Errorf("the failed listing was cached: %+v", es)
+	}
+	n := m.calls.Load()
+	s2.modelEntries(context.Background())
+	if m.calls.Load() != n {
+		t.Error("a complete listing was not cached")
 	}
 }

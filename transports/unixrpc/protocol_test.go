@@ -1,7 +1,11 @@
 package unixrpc_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -554,4 +558,80 @@ func TestStreamOffSendsTextBlock(t *testing.T) {
 	}
 	checkOrder(t, msgs, note("stream.block", func(m msg) bool { return m.str("block.type") == "text" && m.str("block.content") == "the answer" }),
 		note("stream.complete", nil))
+}
+
+// TestWriteTimeoutClosesConnection: a notification whose write times out
+// (part of it may be on the socket) ends the connection; nothing is
+// written after the cut message, so every complete line the client reads
+// is JSON, and the client sees the connection close.
+func TestWriteTimeoutClosesConnection(t *testing.T) {
+	e := newEnv(t, func(o *unixrpc.Options) { o.WriteTimeout = 100 * time.Millisecond })
+	e.model.set("big", step{chunks: []string{strings.Repeat("y", 4<<20)}})
+	raw := dialRaw(t, e.sock)
+	raw.call(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocol_version":"1.0.0"}}`)
+	raw.write(t, `{"jsonrpc":"2.0","id":2,"method":"agent.query","params":{"message":"big"}}`)
+	// Not reading: the 4 MB token cannot be written within 100 ms.
+	time.Sleep(time.Second)
+	// A request after the failed write: its response must not be glued
+	// to the cut token (the write may fail once the server has closed).
+	raw.nc.Write([]byte(`{"jsonrpc":"2.0","id":3,"method":"context.update","params":{"cwd":"/"}}` + "\n"))
+	raw.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		line, err := raw.r.ReadBytes('\n')
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the connection stayed open after a write timed out")
+			}
+			break // the connection closed (a cut last line has no newline)
+		}
+		if !json.Valid(line) {
+			t.Fatalf("the server wrote a line that is not JSON (%d bytes): %.120q...", len(line), line)
+		}
+	}
+}
+
+// gatedModel lists its models once gate is closed (or its context ends).
+type gatedModel struct {
+	engine.Model
+	gate chan struct{}
+}
+
+func (m *gatedModel) ListModels(ctx context.Context) ([]engine.ModelInfo, error) {
+	select {
+	case <-m.gate:
+		return []engine.ModelInfo{{Name: "g1"}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestDuplicateRequestID: a request reusing the id of one still in
+// progress gets -32600 in the table's words with an object data; the id
+// may be reused once answered.
+func TestDuplicateRequestID(t *testing.T) {
+	gm := &gatedModel{gate: make(chan struct{})}
+	eng, err := engine.New(engine.Options{Models: map[string]engine.Model{"g": gm}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(o *unixrpc.Options) { o.Engine = eng })
+	c := e.dial(t)
+	// initialize waits for the model list, so id 7 stays in flight.
+	c.writeRaw(`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocol_version":"1.0.0"}}` + "\n")
+	c.writeRaw(`{"jsonrpc":"2.0","id":7,"method":"context.update","params":{}}` + "\n")
+	m := c.response("7")
+	var data map[string]any
+	if errCode(m) != -32600 || !strings.HasPrefix(m.Error.Message, "Invalid Request") || json.Unmarshal(m.Error.Data, &data) != nil ||
+		data["reason"] != "duplicate_id" || data["id"] != 7.0 {
+		t.Fatalf("duplicate id: %s", m.raw)
+	}
+	close(gm.gate)
+	if m, _ := c.await(0, "the initialize result", func(m msg) bool { return m.isResponse() && m.Error == nil }); string(m.ID) != "7" || m.str("status") != "ready" {
+		t.Fatalf("initialize: %s", m.raw)
+	}
+	from := len(c.messages())
+	c.writeRaw(`{"jsonrpc":"2.0","id":7,"method":"context.update","params":{}}` + "\n")
+	if m, _ := c.await(from, "the context.update result", func(m msg) bool { return m.isResponse() }); m.Error != nil || m.get("updated") != true {
+		t.Fatalf("reused id: %s", m.raw)
+	}
 }

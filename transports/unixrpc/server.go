@@ -300,22 +300,28 @@ func (s *Server) dropConn(c *conn) {
 // modelEntries is initialize's models: every model of every loaded
 // provider as PROVIDER:MODEL, listed at most every modelsTTL. A provider
 // that does not answer within modelsTimeout is left out; the current
-// model is always listed.
+// model is always listed. The listing is shared by every connection (it
+// runs under modelsMu), so it does not end with ctx (the client that
+// asked may disconnect; its values are kept), and a listing that left a
+// provider out is not cached.
 func (s *Server) modelEntries(ctx context.Context) []modelEntry {
 	s.modelsMu.Lock()
 	defer s.modelsMu.Unlock()
 	if s.models != nil && time.Since(s.modelsAt) < modelsTTL {
 		return slices.Clone(s.models)
 	}
+	base := context.WithoutCancel(ctx)
 	e := s.opts.Engine
 	cur := e.CurrentModel()
 	out := []modelEntry{}
+	complete := true
 	for _, p := range e.Providers() {
-		lctx, cancel := context.WithTimeout(ctx, modelsTimeout)
+		lctx, cancel := context.WithTimeout(base, modelsTimeout)
 		infos, err := e.ListModels(lctx, p)
 		cancel()
 		if err != nil {
 			s.log.Warn("list models", "provider", p, "error", err)
+			complete = false
 			continue
 		}
 		for _, info := range infos {
@@ -326,8 +332,12 @@ func (s *Server) modelEntries(ctx context.Context) []modelEntry {
 	if !cur.IsZero() && !slices.ContainsFunc(out, func(m modelEntry) bool { return m.Current }) {
 		out = append(out, modelEntry{Name: cur.String(), Type: modelType(engine.ModelInfo{Name: cur.Name}), Current: true})
 	}
-	s.models, s.modelsAt = out, time.Now()
-	return slices.Clone(out)
+	if complete {
+		s.models, s.modelsAt = out, time.Now()
+		return slices.Clone(out)
+	}
+	s.models = nil
+	return out
 }
 
 // modelType is "embedding" for a model that only embeds, "code" for one

@@ -220,3 +220,40 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestSessionSaveKeepsOtherFiles: session.save does not replace a file
+// that is not a session file (-32005, the file unchanged); a session file
+// and a new path are fine.
+func TestSessionSaveKeepsOtherFiles(t *testing.T) {
+	e := newEnv(t)
+	c := e.initialized(t)
+	for name, content := range map[string]string{
+		"package.json":  `{"name": "app", "version": "1.0.0"}`,
+		"settings.json": `{"format": "plexus-session", "version": 1, "checksum": "x", "session": {}, "editor": "vim"}`,
+		"empty.json":    "",
+		"notjson.json":  "hello",
+	} {
+		p := filepath.Join(e.tmp, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := c.call("session.save", map[string]any{"path": p})
+		if errCode(r) != -32005 || !strings.HasPrefix(r.Error.Message, "Permission denied") || !strings.Contains(r.Error.Message, "not a Plexus session file") {
+			t.Errorf("%s: session.save: %s", name, r.raw)
+		}
+		if data, _ := os.ReadFile(p); string(data) != content {
+			t.Errorf("%s was replaced: %q", name, data)
+		}
+	}
+	p := filepath.Join(e.tmp, "new.json")
+	if r := c.call("session.save", map[string]any{"path": p}); r.Error != nil {
+		t.Fatalf("new file: %s", r.raw)
+	}
+	if r := c.call("session.save", map[string]any{"path": p}); r.Error != nil {
+		t.Fatalf("over a session file: %s", r.raw)
+	}
+	writeSessionFile(t, filepath.Join(e.tmp, "old.json"), 1, `{"id":"x"}`)
+	if r := c.call("session.save", map[string]any{"path": filepath.Join(e.tmp, "old.json")}); r.Error != nil {
+		t.Fatalf("over a session file it cannot load: %s", r.raw)
+	}
+}

@@ -214,6 +214,9 @@ func (c *conn) saveSession(req *jrpc2.Request) (any, error) {
 	if err != nil {
 		return nil, rpcError(CodeInternalError, err.Error(), nil)
 	}
+	if err := replaceable(path); err != nil {
+		return nil, rpcError(CodePermissionDenied, err.Error(), reasonData(reasonNotSessionFile, "path", path))
+	}
 	if err := writeAtomic(path, data); err != nil {
 		return nil, rpcError(CodeInternalError, err.Error(), map[string]any{"path": path})
 	}
@@ -394,6 +397,35 @@ func writeAtomic(path string, data []byte) (err error) {
 	if d, derr := os.Open(dir); derr == nil {
 		d.Sync()
 		d.Close()
+	}
+	return nil
+}
+
+// replaceable reports (nil) whether session.save may write path: a new
+// file, or one that reads as a session file envelope (the format
+// session.load reads, of any version, its checksum unchecked). Anything
+// else, e.g. a project's package.json under the home directory, is left
+// alone.
+func replaceable(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s exists and cannot be read (%v); session.save replaces only session files", path, err)
+	}
+	defer f.Close()
+	refuse := fmt.Errorf("%s exists and is not a Plexus session file; session.save replaces only session files (choose another path, or remove the file first)", path)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSessionFileBytes {
+		return refuse
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSessionFileBytes+1))
+	if err != nil {
+		return refuse
+	}
+	var env sessionFile
+	if strictDecode(data, &env) != nil || env.Format != sessionFormat || env.Version < 1 {
+		return refuse
 	}
 	return nil
 }

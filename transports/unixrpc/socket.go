@@ -40,9 +40,27 @@ const staleDialTimeout = time.Second
 // error wrapping ErrServerRunning. A path that exists and is not a socket
 // (a symlink included) is an error, and is left alone.
 //
+// Servers starting on the same path take turns: the check for a stale
+// socket, its removal and the link run holding an exclusive flock(2) on
+// path+".lock" (created with mode 0600), so a server never removes the
+// live socket another one has just linked. The lock file stays while the
+// listener is open (a server that dies leaves it, and the next Listen
+// reuses it) and is removed, under the lock, when the listener is closed
+// (or Listen fails).
+//
 // Closing the listener removes the socket file, unless it was replaced
 // by another one meanwhile.
-func Listen(path string) (net.Listener, error) {
+func Listen(path string) (_ net.Listener, err error) {
+	lock, err := lockPath(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(path + ".lock") // safe under the lock: see lockPath
+		}
+		lock.Close() // releases the lock
+	}()
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
@@ -77,7 +95,51 @@ func Listen(path string) (net.Listener, error) {
 	return &socketListener{UnixListener: ln, path: path, fi: fi}, nil
 }
 
-// removeStale removes a socket file at path that nobody answers on.
+// lockPath opens (creating it, 0600) the lock file at path and takes an
+// exclusive flock on it, waiting for another holder. Since a closing
+// listener removes the file, a lock taken on a file that is no longer at
+// path (or was replaced) is dropped and taken again on the new one.
+// Closing the returned file releases the lock.
+func lockPath(path string) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open the lock file: %w", err)
+		}
+		if err := flock(f, syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Lstat(path)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close()
+		if err1 != nil {
+			return nil, fmt.Errorf("lock %s: %w", path, err1)
+		}
+		if err2 != nil && !errors.Is(err2, fs.ErrNotExist) {
+			return nil, fmt.Errorf("lock %s: %w", path, err2)
+		}
+	}
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// testHookStale, when set (by tests), runs after removeStale found a
+// stale socket and before it removes it.
+var testHookStale func()
+
+// removeStale removes a socket file at path that nobody answers on. The
+// caller holds the path's lock.
 func removeStale(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -97,6 +159,18 @@ func removeStale(path string) error {
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("listen on %s: cannot tell whether a server is running there: %w", path, err)
 	}
+	if testHookStale != nil {
+		testHookStale()
+	}
+	// Remove the file found stale, not one that replaced it meanwhile (a
+	// server that does not take the lock).
+	again, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || !os.SameFile(fi, again) {
+		return fmt.Errorf("listen on %s: the socket was replaced while it was checked; try again", path)
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("listen on %s: remove the stale socket: %w", path, err)
 	}
@@ -113,12 +187,17 @@ type socketListener struct {
 }
 
 // Close stops listening and removes the socket file if it is still this
-// listener's.
+// listener's, and then the lock file, holding the lock.
 func (l *socketListener) Close() error {
 	l.once.Do(func() {
 		l.err = l.UnixListener.Close()
+		lock, lerr := lockPath(l.path + ".lock")
 		if fi, err := os.Lstat(l.path); err == nil && os.SameFile(fi, l.fi) {
 			os.Remove(l.path)
+		}
+		if lerr == nil {
+			os.Remove(l.path + ".lock")
+			lock.Close()
 		}
 	})
 	return l.err

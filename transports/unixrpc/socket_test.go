@@ -28,12 +28,18 @@ func TestListen(t *testing.T) {
 		if fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
 			t.Errorf("mode %v, want a socket with 0600", fi.Mode())
 		}
-		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-			t.Errorf("%d entries in the directory, want the socket only", len(ents))
+		if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+			t.Errorf("%d entries in the directory, want the socket and its lock file", len(ents))
+		}
+		if fi, err := os.Lstat(p + ".lock"); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("lock file: %v %v", fi, err)
 		}
 		ln.Close()
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the socket file is still there after Close: %v", err)
+		}
+		if _, err := os.Lstat(p + ".lock"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the lock file is still there after Close: %v", err)
 		}
 	})
 	t.Run("stale socket removed", func(t *testing.T) {

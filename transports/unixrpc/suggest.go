@@ -3,6 +3,17 @@ package unixrpc
 import (
 	"regexp"
 	"strings"
+	"unicode/utf8"
+)
+
+// Bounds of the suggestion rules' work, whatever the client sends:
+// at most maxSuggestHistory earlier commands are looked at, and a word
+// longer than maxSuggestWord bytes is never compared by edit distance
+// (no program name is that long), so editDistance's cost is bounded.
+const (
+	maxSuggestHistory = 50
+	maxSuggestWord    = 64
+	maxSuggestEdits   = 2
 )
 
 // Suggestion sources (suggestion.inline's source).
@@ -58,6 +69,8 @@ func suggestCommand(cmds []recentCommand, output string) (suggestionParams, bool
 		return suggestionParams{}, false
 	}
 	words := strings.Fields(failed)
+	// Only the last maxSuggestHistory earlier commands count.
+	hist := cmds[max(0, len(cmds)-1-maxSuggestHistory) : len(cmds)-1]
 
 	if m := didYouMean.FindStringSubmatch(output); m != nil {
 		hint := strings.TrimSpace(m[1])
@@ -67,24 +80,24 @@ func suggestCommand(cmds []recentCommand, output string) (suggestionParams, bool
 		}
 	}
 
-	for i := len(cmds) - 2; i >= 0; i-- {
-		h := strings.TrimSpace(cmds[i].Command)
-		if strings.HasPrefix(h, failed+" ") && cmds[i].ExitCode != nil && *cmds[i].ExitCode == 0 {
+	for i := len(hist) - 1; i >= 0; i-- {
+		h := strings.TrimSpace(hist[i].Command)
+		if len(h) > len(failed) && h[len(failed)] == ' ' && strings.HasPrefix(h, failed) && hist[i].ExitCode != nil && *hist[i].ExitCode == 0 {
 			return suggestionParams{Suggestion: h, Confidence: 0.87, Source: sourceHistory,
 				Context: "You ran this earlier and it succeeded"}, true
 		}
 	}
 
-	if notFound.MatchString(output) {
+	if len(words[0]) <= maxSuggestWord && notFound.MatchString(output) {
 		known := map[string]bool{}
 		var cands []string
 		add := func(p string) {
-			if p != "" && !known[p] {
+			if p != "" && len(p) <= maxSuggestWord && !known[p] {
 				known[p] = true
 				cands = append(cands, p)
 			}
 		}
-		for _, c := range cmds[:len(cmds)-1] {
+		for _, c := range hist {
 			if f := strings.Fields(c.Command); len(f) > 0 && c.ExitCode != nil && *c.ExitCode == 0 {
 				add(f[0])
 			}
@@ -135,12 +148,21 @@ func applyHint(words []string, hint, output string) string {
 }
 
 // closest returns the candidate within two edits of w (and closer than
-// half its length), when exactly one is closest.
+// half its length), when exactly one is closest. Words longer than
+// maxSuggestWord bytes are not compared.
 func closest(w string, cands []string) string {
-	best, bestD, ties := "", 3, 0
+	if len(w) > maxSuggestWord {
+		return ""
+	}
+	best, bestD, ties := "", maxSuggestEdits+1, 0
+	n := utf8.RuneCountInString(w)
 	for _, c := range cands {
 		if c == w {
 			return ""
+		}
+		// The length difference is a lower bound of the distance.
+		if m := utf8.RuneCountInString(c); len(c) > maxSuggestWord || m-n > maxSuggestEdits || n-m > maxSuggestEdits {
+			continue
 		}
 		d := editDistance(w, c)
 		if d*2 > len(w) {
@@ -159,31 +181,33 @@ func closest(w string, cands []string) string {
 	return best
 }
 
-// editDistance is the Damerau–Levenshtein distance (adjacent
-// transpositions count as one edit).
+// editDistance is the Damerau–Levenshtein distance (optimal string
+// alignment: adjacent transpositions count as one edit). It keeps three
+// rows of the table (the transposition looks two rows back), so its
+// memory is linear in len(b); callers bound both lengths.
 func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
+	prev2 := make([]int, len(rb)+1) // row i-2
+	prev := make([]int, len(rb)+1)  // row i-1
+	cur := make([]int, len(rb)+1)   // row i
+	for j := range prev {
+		prev[j] = j
 	}
 	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
 		for j := 1; j <= len(rb); j++ {
 			cost := 1
 			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
 			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+				cur[j] = min(cur[j], prev2[j-2]+1)
 			}
 		}
+		prev2, prev, cur = prev, cur, prev2
 	}
-	return d[len(ra)][len(rb)]
+	return prev[len(rb)]
 }
 
 // verboseTestRun returns a failed test command rerun with its output

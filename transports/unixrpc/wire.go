@@ -316,6 +316,9 @@ type toolInfo struct {
 type preview struct {
 	Type    string `json:"type"`
 	Content string `json:"content"`
+	// Truncated (beyond the contract) marks a preview cut to fit the
+	// message limit.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 type riskAssessment struct {
