@@ -269,7 +269,8 @@ func (m *flakyModel) ListModels(ctx context.Context) ([]engine.ModelInfo, error)
 }
 
 // TestModelEntriesCache: a listing is not cut short by the asking
-// client's context, and one with a failed provider is not cached.
+// client's context; one with a failed provider is served but listed again
+// soon, in the background; a complete one is cached.
 func TestModelEntriesCache(t *testing.T) {
 	m := &flakyModel{}
 	eng, err := engine.New(engine.Options{Models: map[string]engine.Model{"p": m}})
@@ -292,15 +293,26 @@ func TestModelEntriesCache(t *testing.T) {
 	if es := s.modelEntries(context.Background()); !has(es) {
 		t.Errorf("next listing: %+v", es)
 	}
-	// A provider failure is not cached for modelsTTL.
+	// A list with a failed provider is served, and listed again in the
+	// background once it is modelsPartialTTL old.
 	s2, _ := New(Options{Engine: eng, Workspace: &engine.Workspace{Root: t.TempDir()}})
 	m.fail.Store(true)
 	if es := s2.modelEntries(context.Background()); len(es) != 0 {
 		t.Errorf("failed listing: %+v", es)
 	}
 	m.fail.Store(false)
-	if es := s2.modelEntries(context.Background()); !has(es) {
-		t.Errorf("the failed listing was cached: %+v", es)
+	s2.modelsMu.Lock()
+	s2.modelsAt = time.Now().Add(-modelsPartialTTL - time.Second)
+	s2.modelsMu.Unlock()
+	if es := s2.modelEntries(context.Background()); len(es) != 0 {
+		t.Errorf("the stale list was not served at once: %+v", es)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !has(s2.modelEntries(context.Background())) {
+		if time.Now().After(deadline) {
+			t.Fatal("the partial list was not listed again in the background")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	n := m.calls.Load()
 	s2.modelEntries(context.Background())

@@ -30,8 +30,10 @@ const (
 // modelsTTL is how long initialize reuses the model list; modelsTimeout
 // bounds one provider's listing.
 const (
-	modelsTTL     = 30 * time.Second
-	modelsTimeout = 2 * time.Second
+	modelsTTL = 30 * time.Second
+	// modelsPartialTTL is modelsTTL for a list that left a provider out.
+	modelsPartialTTL = 5 * time.Second
+	modelsTimeout    = 2 * time.Second
 )
 
 // errServerClosed is the cause of the queries Close cancels.
@@ -105,9 +107,13 @@ type Server struct {
 	closing   bool
 	connWG    sync.WaitGroup
 
-	modelsMu sync.Mutex
-	models   []modelEntry
-	modelsAt time.Time
+	// listMu admits one model listing at a time; modelsMu guards its
+	// result.
+	listMu        sync.Mutex
+	modelsMu      sync.Mutex
+	models        []modelEntry
+	modelsAt      time.Time
+	modelsPartial bool
 }
 
 // New returns a Server. Errors: a missing Engine or Workspace.
@@ -195,7 +201,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		ln.Close()
 	}()
-	go s.modelEntries(context.Background()) // warm the list for the first initialize
+	go s.refreshModels() // warm the list for the first initialize
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -298,33 +304,70 @@ func (s *Server) dropConn(c *conn) {
 }
 
 // modelEntries is initialize's models: every model of every loaded
-// provider as PROVIDER:MODEL, listed at most every modelsTTL. A provider
-// that does not answer within modelsTimeout is left out; the current
-// model is always listed. The listing is shared by every connection (it
-// runs under modelsMu), so it does not end with ctx (the client that
-// asked may disconnect; its values are kept), and a listing that left a
-// provider out is not cached.
+// provider as PROVIDER:MODEL; a provider that does not answer within
+// modelsTimeout is left out, and the current model is always listed.
+//
+// The handshake must stay fast (the contract asks for under 50 ms) even
+// when a provider is down, so the list is served from a cache: the first
+// listing starts when Serve starts; an initialize waits for a listing only
+// when none has finished yet (at most modelsTimeout, the providers being
+// asked at once); a list older than modelsTTL (modelsPartialTTL when a
+// provider was left out) is served as it is while a new listing runs in
+// the background. Listings do not end with a client's ctx.
 func (s *Server) modelEntries(ctx context.Context) []modelEntry {
 	s.modelsMu.Lock()
-	defer s.modelsMu.Unlock()
-	if s.models != nil && time.Since(s.modelsAt) < modelsTTL {
-		return slices.Clone(s.models)
+	models, at, partial := s.models, s.modelsAt, s.modelsPartial
+	s.modelsMu.Unlock()
+	if models == nil {
+		return s.refreshModels()
 	}
-	base := context.WithoutCancel(ctx)
+	ttl := modelsTTL
+	if partial {
+		ttl = modelsPartialTTL
+	}
+	if time.Since(at) > ttl {
+		go s.refreshModels()
+	}
+	return slices.Clone(models)
+}
+
+// refreshModels lists the models (one listing at a time; a caller that
+// finds one running waits for it and returns its result).
+func (s *Server) refreshModels() []modelEntry {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	s.modelsMu.Lock()
+	fresh := s.models != nil && time.Since(s.modelsAt) < time.Second
+	models := s.models
+	s.modelsMu.Unlock()
+	if fresh { // another caller just listed
+		return slices.Clone(models)
+	}
 	e := s.opts.Engine
 	cur := e.CurrentModel()
+	providers := e.Providers()
+	lists := make([][]engine.ModelInfo, len(providers))
+	failed := make([]bool, len(providers))
+	var wg sync.WaitGroup
+	for i, p := range providers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lctx, cancel := context.WithTimeout(context.Background(), modelsTimeout)
+			defer cancel()
+			infos, err := e.ListModels(lctx, p)
+			if err != nil {
+				s.log.Warn("list models", "provider", p, "error", err)
+				failed[i] = true
+				return
+			}
+			lists[i] = infos
+		}()
+	}
+	wg.Wait()
 	out := []modelEntry{}
-	complete := true
-	for _, p := range e.Providers() {
-		lctx, cancel := context.WithTimeout(base, modelsTimeout)
-		infos, err := e.ListModels(lctx, p)
-		cancel()
-		if err != nil {
-			s.log.Warn("list models", "provider", p, "error", err)
-			complete = false
-			continue
-		}
-		for _, info := range infos {
+	for i, p := range providers {
+		for _, info := range lists[i] {
 			ref := engine.ModelRef{Provider: p, Name: info.Name}
 			out = append(out, modelEntry{Name: ref.String(), Type: modelType(info), Loaded: info.Loaded, Current: ref == cur})
 		}
@@ -332,12 +375,10 @@ func (s *Server) modelEntries(ctx context.Context) []modelEntry {
 	if !cur.IsZero() && !slices.ContainsFunc(out, func(m modelEntry) bool { return m.Current }) {
 		out = append(out, modelEntry{Name: cur.String(), Type: modelType(engine.ModelInfo{Name: cur.Name}), Current: true})
 	}
-	if complete {
-		s.models, s.modelsAt = out, time.Now()
-		return slices.Clone(out)
-	}
-	s.models = nil
-	return out
+	s.modelsMu.Lock()
+	s.models, s.modelsAt, s.modelsPartial = out, time.Now(), slices.Contains(failed, true)
+	s.modelsMu.Unlock()
+	return slices.Clone(out)
 }
 
 // modelType is "embedding" for a model that only embeds, "code" for one
