@@ -237,6 +237,41 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
+// ImportSession starts a new session in ws whose conversation so far is
+// history (a saved conversation being restored): the next turn's model
+// sees it as if the turns had run here. With Options.Sessions the history
+// is stored before ImportSession returns; on a store failure no session is
+// started. Errors: those of NewSession; ErrInvalidRequest for a history
+// with a system message (the engine adds its own) or a message of an
+// unknown role.
+func (e *Engine) ImportSession(ws *Workspace, history []Message) (*Session, error) {
+	for i, m := range history {
+		switch m.Role {
+		case RoleUser, RoleAssistant, RoleTool:
+		default:
+			return nil, fmt.Errorf("%w: history message %d has role %q (want user, assistant or tool)", ErrInvalidRequest, i, m.Role)
+		}
+	}
+	s, err := e.NewSession(ws, "")
+	if err != nil {
+		return nil, err
+	}
+	if st := e.opts.Sessions; st != nil && len(history) > 0 {
+		ctx, cancel := storeContext(context.Background())
+		defer cancel()
+		if err := st.SaveHistory(ctx, s.id, 0, history); err != nil {
+			st.DeleteSession(ctx, s.id)
+			e.forget(s)
+			return nil, fmt.Errorf("import session: %w", err)
+		}
+	}
+	s.mu.Lock()
+	s.history = slices.Clone(history)
+	s.saved = len(history)
+	s.mu.Unlock()
+	return s, nil
+}
+
 // forget drops s from the engine's memory.
 func (e *Engine) forget(s *Session) {
 	e.mu.Lock()

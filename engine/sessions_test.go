@@ -406,3 +406,35 @@ func TestDecodeEvent(t *testing.T) {
 		t.Error("a token event stored as an array was decoded")
 	}
 }
+
+// TestImportSession starts a session with a saved conversation: the next
+// turn continues it, a restarted engine loads it, and a history with a
+// system message is refused.
+func TestImportSession(t *testing.T) {
+	r := newPersistentRig(t, `{"text": "first"}`, `{"text": "again"}`)
+	eng := r.engine(t, nil)
+	ws, err := eng.OpenWorkspace(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := []engine.Message{{Role: engine.RoleUser, Content: "hello"}, {Role: engine.RoleAssistant, Content: "first"}}
+	s, err := eng.ImportSession(ws, history)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replay model plays line N+1 for N assistant messages: the
+	// imported one makes this turn play "again".
+	if res, _ := runTurn(t, s, "more"); res.Message != "again" {
+		t.Errorf("turn after import: %+v", res)
+	}
+	loaded, err := r.engine(t, nil).Session(s.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded.History(); len(got) != 4 || got[0].Content != "hello" || got[3].Content != "again" {
+		t.Errorf("history after a restart: %+v", got)
+	}
+	if _, err := eng.ImportSession(ws, []engine.Message{{Role: engine.RoleSystem, Content: "x"}}); !errors.Is(err, engine.ErrInvalidRequest) {
+		t.Errorf("system message: %v", err)
+	}
+}

@@ -310,7 +310,7 @@ func serveUnix(ctx context.Context, stderr io.Writer, rt *runtime, path, session
 		path = unixrpc.DefaultSocketPath()
 	}
 	srv, err := unixrpc.New(unixrpc.Options{
-		Engine: rt.engine, Workspace: rt.workspace, Logger: rt.log, Version: version, Sessions: rt.store,
+		Engine: rt.engine, Workspace: rt.workspace, Logger: rt.log, Version: version,
 		SessionDir: sessionDir,
 	})
 	if err != nil {

@@ -31,12 +31,11 @@ const (
 
 // Causes of a connection's and its queries' cancellation.
 var (
-	errConnClosed     = errors.New("the client disconnected")
-	errShuttingDown   = errors.New("the server is shutting down")
-	errClientCancel   = errors.New("cancelled by the client (agent.cancel)")
-	errSlowClient     = errors.New("the client did not read its messages fast enough")
-	errNotAnnounced   = errors.New("the approval request was not announced to the client")
-	errImportDisabled = errors.New("restoring a saved conversation needs the engine's session store (unixrpc.Options.Sessions), and this server has none")
+	errConnClosed   = errors.New("the client disconnected")
+	errShuttingDown = errors.New("the server is shutting down")
+	errClientCancel = errors.New("cancelled by the client (agent.cancel)")
+	errSlowClient   = errors.New("the client did not read its messages fast enough")
+	errNotAnnounced = errors.New("the approval request was not announced to the client")
 )
 
 // conn is one client connection: a jrpc2 server over channel.Line, its

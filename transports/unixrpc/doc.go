@@ -4,7 +4,7 @@
 // [--socket PATH] runs it:
 //
 //	ln, err := unixrpc.Listen(path) // path from --socket, else unixrpc.DefaultSocketPath()
-//	srv, err := unixrpc.New(unixrpc.Options{Engine: eng, Workspace: ws, Sessions: store, Logger: log})
+//	srv, err := unixrpc.New(unixrpc.Options{Engine: eng, Workspace: ws, Logger: log})
 //	go srv.Serve(ln)
 //	...
 //	srv.Shutdown(ctx) // on SIGTERM: removes the socket file
@@ -227,11 +227,9 @@
 // id; source_id, beyond the contract, is the saved one; created is the
 // saved time) with the saved history, and becomes the connection's
 // session; the saved blocks are kept for the next save. load is refused
-// (-32000, "busy") while a query is in progress. The engine has no call
-// that starts a session with a history, so the history is written into
-// Options.Sessions (the engine's own session store) and the session
-// loaded from there; without it, load of a file with history is -32603
-// (data.reason "session_import_unavailable").
+// (-32000, "busy") while a query is in progress. The session is started
+// with engine.Engine.ImportSession (kept in the engine's session store
+// when it has one); a history the engine refuses is -32602.
 //
 // suggestion.inline. Computed by deterministic rules, never a model call,
 // when a context.update (or a query's context) shows that the last of

@@ -63,7 +63,6 @@ const (
 	reasonNotSessionFile  = "not_a_session_file"
 	reasonDuplicateID     = "duplicate_id"
 	reasonWorkspace       = "workspace_mismatch"
-	reasonNoImport        = "session_import_unavailable"
 	reasonUnknownApproval = "unknown_execution"
 	reasonAnswered        = "already_answered"
 )

@@ -228,9 +228,8 @@ func newEnvCfg(t testing.TB, memory bool, opts ...func(*unixrpc.Options)) *env {
 		Tools: testTools{fsTools}, Patcher: patch.NewPatcher(), Patches: st,
 		Gatekeeper: policy.NewGatekeeper(st), Sessions: st, Workspaces: st,
 	}
-	var sessions engine.SessionStore = st
 	if memory {
-		eo.Sessions, eo.Workspaces, sessions = nil, nil, nil
+		eo.Sessions, eo.Workspaces = nil, nil
 	}
 	eng, err := engine.New(eo)
 	if err != nil {
@@ -243,7 +242,7 @@ func newEnvCfg(t testing.TB, memory bool, opts ...func(*unixrpc.Options)) *env {
 		t.Fatal(err)
 	}
 	e := &env{eng: eng, model: model, root: ws.Root, tmp: t.TempDir(), serveCh: make(chan error, 1)}
-	o := unixrpc.Options{Engine: eng, Workspace: ws, Sessions: sessions, SessionDir: filepath.Join(dir, "sessions"),
+	o := unixrpc.Options{Engine: eng, Workspace: ws, SessionDir: filepath.Join(dir, "sessions"),
 		SessionRoots: []string{e.tmp}, Version: "test"}
 	for _, f := range opts {
 		f(&o)

@@ -51,12 +51,6 @@ type Options struct {
 	// Version is server_info.version (default: the module version of the
 	// running binary, or "dev").
 	Version string
-	// Sessions is the session store the Engine was created with
-	// (engine.Options.Sessions). session.load restores a saved
-	// conversation through it, because the engine has no call that starts
-	// a session with a given history; without it (and without such a
-	// call) session.load fails with -32603.
-	Sessions engine.SessionStore
 	// SessionDir is where session.save writes when given no path, and what
 	// a relative path is relative to (default $PLEXUS_DATA_DIR/sessions,
 	// else $XDG_DATA_HOME/plexus/sessions, else

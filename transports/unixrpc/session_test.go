@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/plexus-agent/plexus/transports/unixrpc"
 )
 
 func TestSessionSaveLoad(t *testing.T) {
@@ -188,31 +187,6 @@ func TestSessionLoadRefuses(t *testing.T) {
 	}
 	if target, _ := os.ReadFile(good); !bytes.Equal(target, data) {
 		t.Error("a save through a symlink changed its target")
-	}
-}
-
-// TestSessionLoadWithoutStore: without the engine's session store a
-// conversation cannot be restored: -32603.
-func TestSessionLoadWithoutStore(t *testing.T) {
-	e := newEnv(t, func(o *unixrpc.Options) { o.Sessions = nil })
-	e.model.set("hello", step{chunks: []string{"hi"}})
-	c := e.initialized(t)
-	qid := c.call("agent.query", map[string]any{"message": "hello"}).str("query_id")
-	c.waitFor("stream.complete", func(m msg) bool { return m.str("query_id") == qid })
-	p := filepath.Join(e.tmp, "s.json")
-	if r := c.call("session.save", map[string]any{"path": p}); r.Error != nil {
-		t.Fatal(r.raw)
-	}
-	r := c.call("session.load", map[string]any{"path": p})
-	if errCode(r) != -32603 || !strings.Contains(string(r.Error.Data), "session_import_unavailable") {
-		t.Fatalf("got %s", r.raw)
-	}
-	// Without history there is nothing to import.
-	if r := c.call("session.save", map[string]any{"path": p, "include_history": false}); r.Error != nil {
-		t.Fatal(r.raw)
-	}
-	if r := c.call("session.load", map[string]any{"path": p}); r.Error != nil || r.get("session.messages_count") != 0.0 {
-		t.Fatalf("got %s", r.raw)
 	}
 }
 

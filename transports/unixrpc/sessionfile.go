@@ -3,7 +3,6 @@ package unixrpc
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -70,13 +69,6 @@ type savedContext struct {
 	Cwd          string    `json:"cwd,omitempty"`
 	Shell        string    `json:"shell,omitempty"`
 	TerminalSize *termSize `json:"terminal_size,omitempty"`
-}
-
-// historyImporter is an engine that starts a session with a given history.
-// *engine.Engine has no such call yet; when it gets one with this
-// signature, session.load uses it instead of the session store.
-type historyImporter interface {
-	ImportSession(ws *engine.Workspace, history []engine.Message) (*engine.Session, error)
 }
 
 // pathError is a session path the server refuses.
@@ -253,11 +245,11 @@ func (c *conn) loadSession(ctx context.Context, req *jrpc2.Request) (any, error)
 		c.loading = false
 		c.mu.Unlock()
 	}()
-	sess, err := c.srv.importSession(ctx, ws, time.Unix(ss.Created, 0), ss.History)
+	sess, err := c.srv.opts.Engine.ImportSession(ws, ss.History)
+	if errors.Is(err, engine.ErrInvalidRequest) {
+		return nil, rpcError(CodeInvalidParams, "the session file's history cannot be restored: "+err.Error(), nil)
+	}
 	if err != nil {
-		if errors.Is(err, errImportDisabled) {
-			return nil, rpcError(CodeInternalError, err.Error(), reasonData(reasonNoImport))
-		}
 		return nil, rpcError(CodeInternalError, "restore the session: "+err.Error(), nil)
 	}
 	c.mu.Lock()
@@ -287,44 +279,6 @@ func pathErr(err error, path string) error {
 		return pe.rpc(path)
 	}
 	return rpcError(CodeInternalError, err.Error(), nil)
-}
-
-// importSession starts a session of ws with history: through the engine
-// when it can (historyImporter), else by storing the session in the
-// engine's session store and loading it from there. An empty history
-// needs neither.
-func (s *Server) importSession(ctx context.Context, ws *engine.Workspace, created time.Time, history []engine.Message) (*engine.Session, error) {
-	e := s.opts.Engine
-	if len(history) == 0 {
-		return e.NewSession(ws, "")
-	}
-	if imp, ok := any(e).(historyImporter); ok {
-		return imp.ImportSession(ws, history)
-	}
-	st := s.opts.Sessions
-	if st == nil {
-		return nil, errImportDisabled
-	}
-	var b [8]byte
-	rand.Read(b[:])
-	id := "ses_" + hex.EncodeToString(b[:])
-	if err := st.CreateSession(ctx, engine.SessionRecord{ID: id, WorkspaceID: ws.ID, WorkspaceRoot: ws.Root, Created: created}); err != nil {
-		return nil, err
-	}
-	if err := st.SaveHistory(ctx, id, 0, history); err != nil {
-		st.DeleteSession(context.WithoutCancel(ctx), id)
-		return nil, err
-	}
-	sess, err := e.Session(id)
-	if err != nil {
-		st.DeleteSession(context.WithoutCancel(ctx), id)
-		if errors.Is(err, engine.ErrNotFound) {
-			// The engine keeps sessions in memory: Sessions is not its store.
-			return nil, errImportDisabled
-		}
-		return nil, err
-	}
-	return sess, nil
 }
 
 // countMessages counts user and assistant messages, as the engine's
