@@ -122,10 +122,10 @@ gracefully: running turns end with a response.`,
 					addr = httpws.DefaultAddr
 				}
 			}
-			// The http front-end keeps sessions across restarts (and the
-			// unix one saves and loads them), and http logs a line per
-			// request (info) unless told otherwise.
-			g.persistSessions = transport == "http" || transport == "unix"
+			// The http front-end keeps sessions across restarts (the unix
+			// one saves them to files when asked, so it stores none), and
+			// logs a line per request (info) unless told otherwise.
+			g.persistSessions = transport == "http"
 			if transport == "http" && g.logLevelDefault {
 				g.logLevel = "info"
 			}
