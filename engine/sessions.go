@@ -260,7 +260,10 @@ func (e *Engine) ImportSession(ws *Workspace, history []Message) (*Session, erro
 		ctx, cancel := storeContext(context.Background())
 		defer cancel()
 		if err := st.SaveHistory(ctx, s.id, 0, history); err != nil {
-			st.DeleteSession(ctx, s.id)
+			// The cleanup gets its own time: the save may have used up ctx.
+			dctx, dcancel := storeContext(context.Background())
+			st.DeleteSession(dctx, s.id)
+			dcancel()
 			e.forget(s)
 			return nil, fmt.Errorf("import session: %w", err)
 		}

@@ -138,21 +138,25 @@ func newWire(c net.Conn, maxBytes int, perSecond int, writeTimeout time.Duration
 var responsePrefix = []byte(`{"jsonrpc":"2.0","id":`)
 
 // Send writes one message and, when it is a response, forgets its id as
-// in flight and signals the afterSent waiter of the request.
+// in flight (before writing, so that a client that reuses the id as soon
+// as it reads the response is not refused as a duplicate) and then
+// signals the afterSent waiter of the request.
 func (w *wire) Send(msg []byte) error {
-	err := w.line.Send(msg)
 	if !bytes.HasPrefix(msg, responsePrefix) {
-		return err
+		return w.line.Send(msg)
 	}
 	// The id is the value after the prefix: decode just that.
 	var id json.RawMessage
 	if json.NewDecoder(bytes.NewReader(msg[len(responsePrefix):])).Decode(&id) != nil {
-		return err
+		return w.line.Send(msg)
 	}
 	key := string(bytes.TrimSpace(id))
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	delete(w.inflight, key)
+	w.mu.Unlock()
+	err := w.line.Send(msg)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if ch, ok := w.waiters[key]; ok {
 		close(ch)
 		delete(w.waiters, key)

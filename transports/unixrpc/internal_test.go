@@ -320,3 +320,50 @@ func TestModelEntriesCache(t *testing.T) {
 		t.Error("a complete listing was not cached")
 	}
 }
+
+// hungModel's ListModels ignores its context and blocks until release.
+type hungModel struct {
+	engine.Model
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (m *hungModel) ListModels(context.Context) ([]engine.ModelInfo, error) {
+	m.calls.Add(1)
+	<-m.release
+	return nil, errors.New("released")
+}
+
+// TestModelEntriesHungProvider: a provider that ignores its context
+// delays the first listing by modelsTimeout at most (the other provider is
+// listed), and stale lists start one background refresh at a time.
+func TestModelEntriesHungProvider(t *testing.T) {
+	hung := &hungModel{release: make(chan struct{})}
+	defer close(hung.release)
+	eng, err := engine.New(engine.Options{Models: map[string]engine.Model{"hung": hung, "p": &flakyModel{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Engine: eng, Workspace: &engine.Workspace{Root: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	es := s.modelEntries(context.Background())
+	if took := time.Since(start); took > modelsTimeout+time.Second {
+		t.Errorf("the first listing took %v", took)
+	}
+	if len(es) != 1 || es[0].Name != "p:m1" {
+		t.Errorf("models %+v", es)
+	}
+	s.modelsMu.Lock()
+	s.modelsAt = time.Now().Add(-time.Hour)
+	s.modelsMu.Unlock()
+	for range 20 {
+		s.modelEntries(context.Background()) // served from the stale list
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := hung.calls.Load(); n > 2 {
+		t.Errorf("%d listings of the hung provider; stale lists must start one refresh at a time", n)
+	}
+}

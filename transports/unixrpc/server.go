@@ -108,6 +108,7 @@ type Server struct {
 	models        []modelEntry
 	modelsAt      time.Time
 	modelsPartial bool
+	refreshing    bool // a background refresh runs
 }
 
 // New returns a Server. Errors: a missing Engine or Workspace.
@@ -320,7 +321,18 @@ func (s *Server) modelEntries(ctx context.Context) []modelEntry {
 		ttl = modelsPartialTTL
 	}
 	if time.Since(at) > ttl {
-		go s.refreshModels()
+		s.modelsMu.Lock()
+		start := !s.refreshing
+		s.refreshing = true
+		s.modelsMu.Unlock()
+		if start { // one background refresh at a time
+			go func() {
+				s.refreshModels()
+				s.modelsMu.Lock()
+				s.refreshing = false
+				s.modelsMu.Unlock()
+			}()
+		}
 	}
 	return slices.Clone(models)
 }
@@ -342,23 +354,47 @@ func (s *Server) refreshModels() []modelEntry {
 	providers := e.Providers()
 	lists := make([][]engine.ModelInfo, len(providers))
 	failed := make([]bool, len(providers))
-	var wg sync.WaitGroup
+	// The providers are asked at once, and the listing waits at most
+	// modelsTimeout even for a provider that ignores its context (it is
+	// then left out; its goroutine ends when the provider returns).
+	type answer struct {
+		i     int
+		infos []engine.ModelInfo
+		err   error
+	}
+	answers := make(chan answer, len(providers))
 	for i, p := range providers {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			lctx, cancel := context.WithTimeout(context.Background(), modelsTimeout)
 			defer cancel()
 			infos, err := e.ListModels(lctx, p)
-			if err != nil {
-				s.log.Warn("list models", "provider", p, "error", err)
-				failed[i] = true
-				return
-			}
-			lists[i] = infos
+			answers <- answer{i, infos, err}
 		}()
 	}
-	wg.Wait()
+	timer := time.NewTimer(modelsTimeout + 100*time.Millisecond)
+	defer timer.Stop()
+	got := make([]bool, len(providers))
+collect:
+	for range providers {
+		select {
+		case a := <-answers:
+			got[a.i] = true
+			if a.err != nil {
+				s.log.Warn("list models", "provider", providers[a.i], "error", a.err)
+				failed[a.i] = true
+				continue
+			}
+			lists[a.i] = a.infos
+		case <-timer.C:
+			break collect
+		}
+	}
+	for i := range providers {
+		if !got[i] {
+			s.log.Warn("list models", "provider", providers[i], "error", "no answer within "+modelsTimeout.String())
+			failed[i] = true
+		}
+	}
 	out := []modelEntry{}
 	for i, p := range providers {
 		for _, info := range lists[i] {
