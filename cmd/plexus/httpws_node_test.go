@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,21 +14,22 @@ import (
 	"time"
 )
 
-// requireNodeEnv, set to 1 (CI sets it), makes TestHTTPFixTurnNodeWS fail
-// instead of skip when node or the example's node_modules are missing.
+// requireNodeEnv, set to 1 (CI sets it), makes the tests with npm clients
+// fail instead of skip when node or an example's node_modules are missing.
 const requireNodeEnv = "PLEXUS_REQUIRE_NODE"
 
-// TestHTTPFixTurnNodeWS runs the /fix turn of TestHTTPFixTurn with a
-// client written with another WebSocket library than the server's: the
-// example examples/clients/ws-node/fix-turn.mjs, on the npm package ws.
-func TestHTTPFixTurnNodeWS(t *testing.T) {
-	exampleDir := filepath.Join(repoRoot, "examples", "clients", "ws-node")
+// nodeExample returns the directory of examples/clients/NAME and the path
+// of node, skipping the test (failing it with PLEXUS_REQUIRE_NODE=1) when
+// node or the example's npm package pkg is not installed.
+func nodeExample(t *testing.T, name, pkg string) (dir, node string) {
+	t.Helper()
+	dir = filepath.Join(repoRoot, "examples", "clients", name)
 	node, err := exec.LookPath("node")
 	missing := ""
 	if err != nil {
 		missing = "node is not on PATH"
-	} else if _, err := os.Stat(filepath.Join(exampleDir, "node_modules", "ws")); err != nil {
-		missing = "examples/clients/ws-node/node_modules/ws is missing (run npm ci --prefix examples/clients/ws-node)"
+	} else if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+		missing = fmt.Sprintf("examples/clients/%s/node_modules/%s is missing (run npm ci --prefix examples/clients/%s)", name, pkg, name)
 	}
 	if missing != "" {
 		if os.Getenv(requireNodeEnv) == "1" {
@@ -35,6 +37,14 @@ func TestHTTPFixTurnNodeWS(t *testing.T) {
 		}
 		t.Skipf("%s; set %s=1 to make this a failure", missing, requireNodeEnv)
 	}
+	return dir, node
+}
+
+// TestHTTPFixTurnNodeWS runs the /fix turn of TestHTTPFixTurn with a
+// client written with another WebSocket library than the server's: the
+// example examples/clients/ws-node/fix-turn.mjs, on the npm package ws.
+func TestHTTPFixTurnNodeWS(t *testing.T) {
+	exampleDir, node := nodeExample(t, "ws-node", "ws")
 
 	ws, script := calcFixture(t)
 	srv := startHTTPServer(t, ws, t.TempDir(), script)

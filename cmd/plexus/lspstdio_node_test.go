@@ -26,20 +26,7 @@ const lspReadBufferScript = `{"text": "Let me read the editor's buffer of calc.g
 // $/requestToolExecution round trip with the unsaved buffer, both ways the
 // contract allows, and shuts plexus down.
 func TestServeLSPStdioNodeVSCodeJSONRPC(t *testing.T) {
-	exampleDir := filepath.Join(repoRoot, "examples", "clients", "vscode-jsonrpc")
-	node, err := exec.LookPath("node")
-	missing := ""
-	if err != nil {
-		missing = "node is not on PATH"
-	} else if _, err := os.Stat(filepath.Join(exampleDir, "node_modules", "vscode-jsonrpc")); err != nil {
-		missing = "examples/clients/vscode-jsonrpc/node_modules/vscode-jsonrpc is missing (run npm ci --prefix examples/clients/vscode-jsonrpc)"
-	}
-	if missing != "" {
-		if os.Getenv(requireNodeEnv) == "1" {
-			t.Fatalf("%s, and %s=1", missing, requireNodeEnv)
-		}
-		t.Skipf("%s; set %s=1 to make this a failure", missing, requireNodeEnv)
-	}
+	exampleDir, node := nodeExample(t, "vscode-jsonrpc", "vscode-jsonrpc")
 
 	const buffer = "func Add(a, b int) int { return a + b } // fixed in the editor, not saved"
 	for _, answer := range []string{"toolResponse", "response"} {
