@@ -10,7 +10,17 @@
 //   - Toolset: the tools a turn may call, implemented by plugins/ over tool
 //     plugin processes.
 //   - Host: the front-end a turn runs for (a terminal, a stdio client, a
-//     WebSocket); the engine asks it to approve actions.
+//     WebSocket); the engine asks it to approve actions. Optional
+//     extensions, found by type assertion: CommandRunner (the client runs
+//     commands, local_terminal mode), PatchApplier (the client applies
+//     approved patches) and ClientToolHost (the client runs tools of its
+//     own, offered to the model beside the engine's).
+//   - SessionStore, WorkspaceStore, PatchStore: persistence (engine/store,
+//     SQLite). With a SessionStore a session's history and every event are
+//     stored, a restarted engine loads them (Session, Events for resuming a
+//     stream), and Session.State (pending patches and approvals, the plan
+//     step) is rebuilt from the events; a patch approval outlives its turn
+//     (Session.AnswerPending). ImportSession restores a saved conversation.
 //
 // Every turn produces one ordered stream of typed events (see Event), each
 // with a session sequence number. Front-ends (transports/*) are mappings of
