@@ -23,6 +23,7 @@ import (
 	"github.com/plexus-agent/plexus/engine/patch"
 	"github.com/plexus-agent/plexus/engine/policy"
 	"github.com/plexus-agent/plexus/engine/store"
+	"github.com/plexus-agent/plexus/internal/scripttest"
 	fstools "github.com/plexus-agent/plexus/tools/fs"
 	"github.com/plexus-agent/plexus/transports/httpws"
 	"github.com/plexus-agent/plexus/transports/httpws/schemas"
@@ -43,35 +44,17 @@ func callOf(id, name, args string) engine.ToolCall {
 // scriptModel plays replies by the first line of the turn's user message:
 // the k-th model call of a turn gets script[prompt][k].
 type scriptModel struct {
+	scripttest.Base
 	script map[string][]step
 	mu     sync.Mutex
 	users  []string // user message contents seen
 	tools  []string // tool message contents seen
 }
 
-func (m *scriptModel) ListModels(context.Context) ([]engine.ModelInfo, error) {
-	return []engine.ModelInfo{{Name: "test", Capabilities: []string{"completion", "tools"}}}, nil
-}
-
-func (m *scriptModel) Embed(context.Context, engine.EmbedRequest) (engine.EmbedResponse, error) {
-	return engine.EmbedResponse{}, &engine.ModelError{Provider: "script", Kind: engine.ErrUnsupported, Message: "no embeddings"}
-}
-
 func (m *scriptModel) Chat(ctx context.Context, req engine.ChatRequest, onChunk func(engine.ChatChunk) error) error {
-	u := -1
-	for i, msg := range req.Messages {
-		if msg.Role == engine.RoleUser {
-			u = i
-		}
-	}
-	if u < 0 {
-		return fmt.Errorf("script: no user message")
-	}
-	k := 0
-	for _, msg := range req.Messages[u+1:] {
-		if msg.Role == engine.RoleAssistant {
-			k++
-		}
+	u, k, err := scripttest.Position(req)
+	if err != nil {
+		return err
 	}
 	content := req.Messages[u].Content
 	m.mu.Lock()

@@ -20,6 +20,7 @@ import (
 	"github.com/creachadair/jrpc2/channel"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/internal/scripttest"
 )
 
 // waitTimeout bounds every wait in these tests.
@@ -41,6 +42,7 @@ func call(id, name, args string) engine.ChatChunk {
 // a turn is the first paragraph of its user message; replies[prompt][k]
 // is the reply to the turn's k-th model call.
 type scriptModel struct {
+	scripttest.Base
 	replies map[string][]reply
 	// gates, when set for a prompt, hold every model call of that prompt
 	// until the channel is closed (or the turn is cancelled).
@@ -54,29 +56,10 @@ type scriptModel struct {
 
 var _ engine.Model = (*scriptModel)(nil)
 
-func (m *scriptModel) ListModels(context.Context) ([]engine.ModelInfo, error) {
-	return []engine.ModelInfo{{Name: "test", Capabilities: []string{"completion", "tools"}}}, nil
-}
-
-func (m *scriptModel) Embed(context.Context, engine.EmbedRequest) (engine.EmbedResponse, error) {
-	return engine.EmbedResponse{}, &engine.ModelError{Provider: "script", Kind: engine.ErrUnsupported, Message: "no embeddings"}
-}
-
 func (m *scriptModel) Chat(ctx context.Context, req engine.ChatRequest, onChunk func(engine.ChatChunk) error) error {
-	u := -1
-	for i, msg := range req.Messages {
-		if msg.Role == engine.RoleUser {
-			u = i
-		}
-	}
-	if u < 0 {
-		return fmt.Errorf("script: no user message in the request")
-	}
-	step := 0
-	for _, msg := range req.Messages[u+1:] {
-		if msg.Role == engine.RoleAssistant {
-			step++
-		}
+	u, step, err := scripttest.Position(req)
+	if err != nil {
+		return err
 	}
 	prompt, _, _ := strings.Cut(req.Messages[u].Content, "\n\n")
 	m.mu.Lock()

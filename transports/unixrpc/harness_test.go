@@ -17,6 +17,7 @@ import (
 	"github.com/plexus-agent/plexus/engine/patch"
 	"github.com/plexus-agent/plexus/engine/policy"
 	"github.com/plexus-agent/plexus/engine/store"
+	"github.com/plexus-agent/plexus/internal/scripttest"
 	fstools "github.com/plexus-agent/plexus/tools/fs"
 	"github.com/plexus-agent/plexus/transports/unixrpc"
 )
@@ -55,20 +56,13 @@ func callOf(id, name, args string) engine.ToolCall {
 // scriptModel plays replies by the first line of the turn's user
 // message: the k-th model call of a turn gets script[line][k].
 type scriptModel struct {
+	scripttest.Base
 	mu     sync.Mutex
 	script map[string][]step
 	users  []string
 	// turns holds, for each turn, the user messages its first call saw
 	// (the history's and its own).
 	turns [][]string
-}
-
-func (m *scriptModel) ListModels(context.Context) ([]engine.ModelInfo, error) {
-	return []engine.ModelInfo{{Name: "test", Capabilities: []string{"completion", "tools"}}}, nil
-}
-
-func (m *scriptModel) Embed(context.Context, engine.EmbedRequest) (engine.EmbedResponse, error) {
-	return engine.EmbedResponse{}, &engine.ModelError{Provider: "script", Kind: engine.ErrUnsupported, Message: "no embeddings"}
 }
 
 func (m *scriptModel) set(prompt string, steps ...step) {
@@ -78,20 +72,9 @@ func (m *scriptModel) set(prompt string, steps ...step) {
 }
 
 func (m *scriptModel) Chat(ctx context.Context, req engine.ChatRequest, onChunk func(engine.ChatChunk) error) error {
-	u := -1
-	for i, msg := range req.Messages {
-		if msg.Role == engine.RoleUser {
-			u = i
-		}
-	}
-	if u < 0 {
-		return fmt.Errorf("script: no user message")
-	}
-	k := 0
-	for _, msg := range req.Messages[u+1:] {
-		if msg.Role == engine.RoleAssistant {
-			k++
-		}
+	u, k, err := scripttest.Position(req)
+	if err != nil {
+		return err
 	}
 	content := req.Messages[u].Content
 	prompt, _, _ := strings.Cut(content, "\n")
