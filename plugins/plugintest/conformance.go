@@ -1,0 +1,356 @@
+package plugintest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/plugins"
+)
+
+// Options configure Check. Zero values mean defaults.
+type Options struct {
+	// Kind is plugins.KindTool or plugins.KindModel; default from the
+	// file name (plexus-tool-NAME, plexus-model-NAME), else tool.
+	Kind string
+	// Args are the plugin's arguments (built-in plugins are
+	// `plexus plugin serve KIND NAME`).
+	Args []string
+	// Timeout bounds each step (default 20 s).
+	Timeout time.Duration
+}
+
+// Result is one check: its name and, when it failed, why.
+type Result struct {
+	Name string
+	Err  error
+}
+
+// Report is the outcome of Check for one binary.
+type Report struct {
+	Path, Kind string
+	// Tools are what a tool plugin described.
+	Tools   []engine.ToolSpec
+	Results []Result
+}
+
+// Failed reports whether any check failed.
+func (r Report) Failed() bool {
+	for _, c := range r.Results {
+		if c.Err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// toolName is the name rule model APIs share (OpenAI's function names).
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Check launches the plugin at path as Plexus does and runs the
+// conformance checks, in order; it stops at the first check the rest
+// depend on (the handshake). The checks:
+//
+//   - handshake: the plugin starts, speaks gRPC and the Plexus handshake,
+//     and negotiates plugins.ProtocolVersion.
+//   - tool plugins: describe (at least one tool; names unique and 1 to
+//     64 of [a-zA-Z0-9_-]; a description; an input schema that is a valid
+//     JSON Schema of an object; a known risk level; the same answer
+//     twice), unknown_tool (a call of a tool it does not have gets a
+//     *engine.ToolError with code unknown_tool), bad_arguments (each tool,
+//     given a JSON array instead of an object, answers with a
+//     *engine.ToolError rather than crashing), concurrent_calls (16 calls
+//     at once all get their answer).
+//   - model plugins: list_models (answers, or fails with a classified
+//     *engine.ModelError), chat_without_model (a chat naming no model
+//     fails with an error instead of crashing).
+//   - stdout: the plugin wrote nothing to stdout after the handshake
+//     (stdout belongs to the protocol; log to stderr).
+//   - alive: the plugin still answers a health check after all this.
+//   - stop: the process exits within 5 s of the host stopping it.
+func Check(ctx context.Context, path string, opts Options) Report {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 20 * time.Second
+	}
+	if opts.Kind == "" {
+		opts.Kind = plugins.KindTool
+		if strings.HasPrefix(filepath.Base(path), "plexus-model-") {
+			opts.Kind = plugins.KindModel
+		}
+	}
+	r := &Report{Path: path, Kind: opts.Kind}
+	var stdout syncBuffer
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig: plugins.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{plugins.ProtocolVersion: {
+			plugins.KindTool: &plugins.ToolPlugin{}, plugins.KindModel: &plugins.ModelPlugin{}}},
+		Cmd:              exec.Command(path, opts.Args...),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           hclog.NewNullLogger(),
+		StartTimeout:     opts.Timeout,
+		SyncStdout:       &stdout,
+	})
+	defer client.Kill()
+
+	var view any
+	ok := r.run("handshake", func() error {
+		rpc, err := client.Client()
+		if err != nil {
+			return fmt.Errorf("the plugin did not complete the handshake (is it built with plugins.Serve, and does it print nothing to stdout before?): %w", err)
+		}
+		if v := client.NegotiatedVersion(); v != plugins.ProtocolVersion {
+			return fmt.Errorf("negotiated plugin protocol %d; Plexus speaks %d", v, plugins.ProtocolVersion)
+		}
+		raw, err := rpc.Dispense(opts.Kind)
+		if err != nil {
+			return fmt.Errorf("the plugin does not serve kind %q: %w", opts.Kind, err)
+		}
+		view, err = plugins.Dispensed(raw, filepath.Base(path))
+		return err
+	})
+	if !ok {
+		return *r
+	}
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, opts.Timeout) }
+	switch v := view.(type) {
+	case engine.Toolset:
+		r.checkTools(step, v)
+	case plugins.ConfigurableModel:
+		r.checkModel(step, v)
+	}
+	r.run("stdout", func() error {
+		if out := stdout.String(); out != "" {
+			return fmt.Errorf("the plugin wrote %d bytes to stdout (%q); stdout belongs to the plugin protocol, log to stderr with plugins.Logger", len(out), truncate(out, 80))
+		}
+		return nil
+	})
+	r.run("alive", func() error {
+		rpc, err := client.Client()
+		if err == nil {
+			err = rpc.Ping()
+		}
+		if err != nil {
+			return fmt.Errorf("the plugin stopped answering during the checks: %w", err)
+		}
+		return nil
+	})
+	r.run("stop", func() error {
+		pid := 0
+		if rc := client.ReattachConfig(); rc != nil {
+			pid = rc.Pid
+		}
+		client.Kill()
+		deadline := time.Now().Add(5 * time.Second)
+		for pid > 0 && syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d still runs 5 s after the host stopped it", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	})
+	return *r
+}
+
+func (r *Report) run(name string, fn func() error) bool {
+	err := fn()
+	r.Results = append(r.Results, Result{Name: name, Err: err})
+	return err == nil
+}
+
+func (r *Report) checkTools(step func() (context.Context, context.CancelFunc), ts engine.Toolset) {
+	ok := r.run("describe", func() error {
+		ctx, cancel := step()
+		defer cancel()
+		specs, err := ts.Tools(ctx)
+		if err != nil {
+			return fmt.Errorf("describe failed: %w", err)
+		}
+		if len(specs) == 0 {
+			return errors.New("the plugin describes no tools")
+		}
+		r.Tools = specs
+		var errs []error
+		seen := map[string]bool{}
+		for _, s := range specs {
+			if err := checkSpec(s); err != nil {
+				errs = append(errs, fmt.Errorf("tool %q: %w", s.Name, err))
+			}
+			if seen[s.Name] {
+				errs = append(errs, fmt.Errorf("two tools are named %q", s.Name))
+			}
+			seen[s.Name] = true
+		}
+		again, err := ts.Tools(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the second describe failed: %w", err))
+		} else if a, b := mustJSON(specs), mustJSON(again); !bytes.Equal(a, b) {
+			errs = append(errs, errors.New("two describes in a row gave different tools; the host may ask at any time"))
+		}
+		return errors.Join(errs...)
+	})
+	if !ok {
+		return
+	}
+	unknown := engine.InvokeRequest{CallID: "conformance", Tool: "plexus_conformance_no_such_tool", Args: json.RawMessage(`{}`), WorkspaceRoot: "/nonexistent"}
+	r.run("unknown_tool", func() error {
+		ctx, cancel := step()
+		defer cancel()
+		_, err := ts.Invoke(ctx, unknown, func(engine.ToolUpdate) {})
+		return wantToolError(err, engine.ToolCodeUnknownTool)
+	})
+	r.run("bad_arguments", func() error {
+		var errs []error
+		for _, s := range r.Tools {
+			ctx, cancel := step()
+			_, err := ts.Invoke(ctx, engine.InvokeRequest{CallID: "conformance", Tool: s.Name, Args: json.RawMessage(`[1,2,3]`), WorkspaceRoot: "/nonexistent"}, func(engine.ToolUpdate) {})
+			cancel()
+			if err := wantToolError(err, ""); err != nil {
+				errs = append(errs, fmt.Errorf("tool %q given a JSON array: %w", s.Name, err))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	r.run("concurrent_calls", func() error {
+		ctx, cancel := step()
+		defer cancel()
+		errs := make([]error, 16)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := ts.Invoke(ctx, unknown, func(engine.ToolUpdate) {})
+				errs[i] = wantToolError(err, engine.ToolCodeUnknownTool)
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+}
+
+func checkSpec(s engine.ToolSpec) error {
+	var errs []error
+	if !toolName.MatchString(s.Name) {
+		errs = append(errs, errors.New("the name must be 1 to 64 of a-z, A-Z, 0-9, _ and - (model APIs refuse others)"))
+	}
+	if strings.TrimSpace(s.Description) == "" {
+		errs = append(errs, errors.New("no description: the model cannot know when to call it"))
+	}
+	switch s.Risk {
+	case engine.RiskLow, engine.RiskMedium, engine.RiskHigh, engine.RiskCritical:
+	default:
+		errs = append(errs, fmt.Errorf("risk level %q is not low, medium, high or critical", s.Risk))
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(s.InputSchema, &schema); err != nil {
+		errs = append(errs, fmt.Errorf("the input schema is not a JSON Schema: %v", err))
+	} else if schema.Type != "object" {
+		errs = append(errs, fmt.Errorf("the input schema must be of type object, not %q", schema.Type))
+	} else if _, err := schema.Resolve(nil); err != nil {
+		errs = append(errs, fmt.Errorf("the input schema does not compile: %v", err))
+	}
+	return errors.Join(errs...)
+}
+
+// wantToolError checks err is a *engine.ToolError (of code, when given).
+func wantToolError(err error, code engine.ToolErrorCode) error {
+	var te *engine.ToolError
+	switch {
+	case err == nil:
+		return errors.New("the call succeeded; want a tool error")
+	case !errors.As(err, &te):
+		return fmt.Errorf("want a tool error, got a failure of the call itself: %v", err)
+	case code != "" && te.Code != code:
+		return fmt.Errorf("want a tool error with code %s, got %s: %s", code, te.Code, te.Message)
+	}
+	return nil
+}
+
+func (r *Report) checkModel(step func() (context.Context, context.CancelFunc), m plugins.ConfigurableModel) {
+	r.run("list_models", func() error {
+		ctx, cancel := step()
+		defer cancel()
+		_, err := m.ListModels(ctx)
+		var me *engine.ModelError
+		if err != nil && !errors.As(err, &me) {
+			return fmt.Errorf("want models or a *engine.ModelError, got %v", err)
+		}
+		if err != nil && me.Kind == nil {
+			return fmt.Errorf("the error is not classified (no engine error kind; return a gRPC status via engine errors): %v", err)
+		}
+		return nil
+	})
+	r.run("chat_without_model", func() error {
+		ctx, cancel := step()
+		defer cancel()
+		err := m.Chat(ctx, engine.ChatRequest{Messages: []engine.Message{{Role: engine.RoleUser, Content: "hi"}}}, func(engine.ChatChunk) error { return nil })
+		if err == nil {
+			return errors.New("a chat naming no model succeeded; want an error naming what is missing")
+		}
+		if errors.Is(err, engine.ErrPluginCrashed) {
+			return fmt.Errorf("the plugin crashed: %v", err)
+		}
+		return nil
+	})
+}
+
+// Conformance runs Check on the plugin binary at path (with args, for
+// plugins that need them) and reports each check as a subtest.
+func Conformance(t *testing.T, path string, args ...string) Report {
+	t.Helper()
+	r := Check(t.Context(), path, Options{Args: args})
+	for _, c := range r.Results {
+		t.Run(c.Name, func(t *testing.T) {
+			if c.Err != nil {
+				t.Error(c.Err)
+			}
+		})
+	}
+	return r
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// syncBuffer is a bytes.Buffer safe for go-plugin's copying goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
