@@ -160,4 +160,3 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
-
