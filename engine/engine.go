@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -276,21 +275,12 @@ func (e *Engine) CurrentModel() ModelRef {
 	return e.current
 }
 
-// SetCurrentModel switches the current model after checking that its
-// provider is loaded and lists the model. Errors: ErrUnknownProvider,
-// ErrModelNotFound, or the provider's own error.
+// SetCurrentModel switches the current model, which sessions without a
+// model of their own use, after checking it with CheckModel(ctx, ref,
+// ForChat), whose errors it returns.
 func (e *Engine) SetCurrentModel(ctx context.Context, ref ModelRef) error {
-	m, err := e.provider(ref.Provider)
-	if err != nil {
+	if _, err := e.CheckModel(ctx, ref, ForChat); err != nil {
 		return err
-	}
-	infos, err := m.ListModels(ctx)
-	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(infos, func(i ModelInfo) bool { return i.Name == ref.Name }) {
-		return &ModelError{Provider: ref.Provider, Kind: ErrModelNotFound,
-			Message: fmt.Sprintf("model %q is not among the %d models the provider lists", ref.Name, len(infos))}
 	}
 	e.mu.Lock()
 	e.current = ref

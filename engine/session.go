@@ -21,8 +21,11 @@ type Session struct {
 	// turnLock holds a token while a turn (or ClearHistory) runs.
 	turnLock chan struct{}
 
-	mu      sync.Mutex // guards history, saved, turns, running
+	mu      sync.Mutex // guards history, saved, turns, running, model
 	history []Message
+	// model is the session's own model choice (SetModel); zero means the
+	// engine's current model.
+	model ModelRef
 	// saved counts the leading history messages the session store has.
 	saved   int
 	turns   int
@@ -168,7 +171,7 @@ type TurnInput struct {
 	// (client.user_message's "context"); nil when none. The user message
 	// the model sees gains a section gathered from it (see TurnContext).
 	Context *TurnContext
-	// Model overrides the engine's current model for this turn.
+	// Model overrides the session's model (Session.Model) for this turn.
 	Model ModelRef
 }
 
@@ -213,7 +216,7 @@ func (s *Session) Run(ctx context.Context, in TurnInput, opts TurnOptions) (Turn
 	}
 	ref := in.Model
 	if ref.IsZero() {
-		ref = s.engine.CurrentModel()
+		ref = s.Model()
 	}
 	if ref.IsZero() {
 		return TurnResult{}, fmt.Errorf("%w: no model chosen (pick one as PROVIDER:MODEL)", ErrInvalidRequest)

@@ -62,6 +62,9 @@ type StoredSession struct {
 	SessionRecord
 	// History is the conversation, as Session.History returns it.
 	History []Message
+	// Model is the session's own model choice; zero when it has none or
+	// the store does not keep it (see SessionModelStore).
+	Model ModelRef
 	// LastSeq is the highest stored event sequence number (0 for none).
 	LastSeq uint64
 	// Turns counts the session's stored final events (finished turns).
@@ -327,6 +330,7 @@ func (e *Engine) loadSession(id string) (*Session, error) {
 		e.workspaces[ws.ID] = ws
 	}
 	s := newSession(e, ws, id, stored.Created)
+	s.model = stored.Model
 	s.history = stored.History
 	s.saved = len(stored.History)
 	s.turns = stored.Turns

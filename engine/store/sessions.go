@@ -33,6 +33,35 @@ func (s *Store) CreateSession(ctx context.Context, rec engine.SessionRecord) err
 	return nil
 }
 
+// SetSessionModel records a session's own model; a zero ref clears it.
+// Errors: ErrNotFound when the session is not stored.
+func (s *Store) SetSessionModel(ctx context.Context, sessionID string, ref engine.ModelRef) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("set the model of session %s: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	if ok, err := exists(ctx, tx, sessionID); err != nil || !ok {
+		if err == nil {
+			err = sessionNotFound(sessionID)
+		}
+		return err
+	}
+	if ref.IsZero() {
+		_, err = tx.ExecContext(ctx, `DELETE FROM session_models WHERE session_id=?`, sessionID)
+	} else {
+		_, err = tx.ExecContext(ctx, `INSERT INTO session_models(session_id, provider, model) VALUES(?, ?, ?)
+			ON CONFLICT(session_id) DO UPDATE SET provider=excluded.provider, model=excluded.model`, sessionID, ref.Provider, ref.Name)
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return fmt.Errorf("set the model of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
 // querier is a *sql.DB or a *sql.Tx.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -107,8 +136,9 @@ func (s *Store) LoadSession(ctx context.Context, id string) (*engine.StoredSessi
 	defer tx.Rollback()
 	var out engine.StoredSession
 	var created int64
-	err = tx.QueryRowContext(ctx, `SELECT id, workspace, root, created_ns FROM sessions WHERE id=?`, id).
-		Scan(&out.ID, &out.WorkspaceID, &out.WorkspaceRoot, &created)
+	err = tx.QueryRowContext(ctx, `SELECT s.id, s.workspace, s.root, s.created_ns, COALESCE(m.provider, ''), COALESCE(m.model, '')
+		FROM sessions s LEFT JOIN session_models m ON m.session_id = s.id WHERE s.id=?`, id).
+		Scan(&out.ID, &out.WorkspaceID, &out.WorkspaceRoot, &created, &out.Model.Provider, &out.Model.Name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, sessionNotFound(id)
 	}

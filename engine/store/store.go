@@ -59,6 +59,11 @@ CREATE TABLE IF NOT EXISTS sessions(
 	created_ns INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sessions_by_workspace ON sessions(workspace, created_ns);
+CREATE TABLE IF NOT EXISTS session_models(
+	session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+	provider TEXT NOT NULL,
+	model TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS messages(
 	session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
 	idx INTEGER NOT NULL,
@@ -85,6 +90,8 @@ type Store struct {
 var (
 	_ engine.PatchStore   = (*Store)(nil)
 	_ engine.SessionStore = (*Store)(nil)
+
+	_ engine.SessionModelStore = (*Store)(nil)
 )
 
 // Open opens (creating) the database at path.

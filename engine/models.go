@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Capabilities a provider may list for a model (ModelInfo.Capabilities).
+// The first three are Ollama's names, which Plexus uses for every
+// provider.
+const (
+	// CapabilityCompletion: the model chats (generates text).
+	CapabilityCompletion = "completion"
+	// CapabilityTools: the model calls tools natively.
+	CapabilityTools = "tools"
+	// CapabilityEmbedding: the model embeds text.
+	CapabilityEmbedding = "embedding"
+	// CapabilityConstrainedTools: the model has no native tool calling,
+	// but its provider makes its tool calls through grammar-constrained
+	// decoding (the Ollama provider does, see models/ollama), so a turn
+	// can use it.
+	CapabilityConstrainedTools = "constrained_tools"
+)
+
+// Model purposes, as CheckModel takes them.
+var (
+	// ForChat is what a turn needs of its model: it chats and calls
+	// tools (natively or through constrained decoding).
+	ForChat = []string{CapabilityCompletion, CapabilityTools}
+	// ForEmbedding is what vector search needs of its embedding model.
+	ForEmbedding = []string{CapabilityEmbedding}
+)
+
+// ProviderModels is one provider's answer to AllModels.
+type ProviderModels struct {
+	Provider string
+	Models   []ModelInfo
+	// Err is why the provider could not list its models (its plugin did
+	// not start, its server is down).
+	Err error
+}
+
+// AllModels lists the models of every loaded provider, asking them
+// concurrently, in provider name order. A provider that fails has its
+// error in Err; the others are still listed.
+func (e *Engine) AllModels(ctx context.Context) []ProviderModels {
+	names := e.Providers()
+	out := make([]ProviderModels, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].Provider = name
+			out[i].Models, out[i].Err = e.opts.Models[name].ListModels(ctx)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// CheckModel checks that ref's provider is loaded, that it lists the
+// model, and that the model has every capability in need (ForChat,
+// ForEmbedding). A model whose provider reports no capabilities at all
+// (OpenAI-compatible servers do not) passes the capability check; its
+// first call tells. It returns the model's description.
+//
+// Errors: ErrUnknownProvider; a *ModelError of kind ErrModelNotFound when
+// the provider does not list the model; of kind ErrUnsupported, naming the
+// missing capability, what the model has, and what to do, when it lacks
+// one; the provider's own error when it cannot list its models.
+func (e *Engine) CheckModel(ctx context.Context, ref ModelRef, need []string) (ModelInfo, error) {
+	m, err := e.provider(ref.Provider)
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	infos, err := m.ListModels(ctx)
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	i := slices.IndexFunc(infos, func(i ModelInfo) bool { return i.Name == ref.Name })
+	if i < 0 {
+		return ModelInfo{}, &ModelError{Provider: ref.Provider, Kind: ErrModelNotFound,
+			Message: fmt.Sprintf("model %q is not among the %d models the provider lists (plexus models %s lists them)", ref.Name, len(infos), ref.Provider)}
+	}
+	info := infos[i]
+	if len(info.Capabilities) == 0 {
+		return info, nil
+	}
+	for _, c := range need {
+		if info.HasCapability(c) || (c == CapabilityTools && info.HasCapability(CapabilityConstrainedTools)) {
+			continue
+		}
+		return info, &ModelError{Provider: ref.Provider, Kind: ErrUnsupported, Message: fmt.Sprintf(
+			"model %s cannot %s: it lists %s; choose a model with the %q capability (plexus models lists each model's capabilities)",
+			ref, capabilityVerb(c), strings.Join(info.Capabilities, ", "), c)}
+	}
+	return info, nil
+}
+
+func capabilityVerb(c string) string {
+	switch c {
+	case CapabilityCompletion:
+		return "chat"
+	case CapabilityTools:
+		return "call tools, which every turn offers"
+	case CapabilityEmbedding:
+		return "embed text for vector search"
+	}
+	return "do " + c
+}
+
+// SessionModelStore is implemented by a SessionStore that keeps each
+// session's own model choice (Session.SetModel) across restarts.
+type SessionModelStore interface {
+	// SetSessionModel records the session's model; a zero ref clears it.
+	// Errors: ErrNotFound when the session is not stored.
+	SetSessionModel(ctx context.Context, sessionID string, ref ModelRef) error
+}
+
+// Model returns the model the session's next turn uses (unless its
+// TurnInput names one): the session's own choice, else the engine's
+// current model.
+func (s *Session) Model() ModelRef {
+	s.mu.Lock()
+	ref := s.model
+	s.mu.Unlock()
+	if ref.IsZero() {
+		return s.engine.CurrentModel()
+	}
+	return ref
+}
+
+// SetModel switches the model of this session's later turns, without
+// affecting other sessions or a turn already running; a zero ref goes
+// back to the engine's current model. The model is checked first with
+// CheckModel(ctx, ref, ForChat), whose errors SetModel returns. When the
+// session store implements SessionModelStore the choice is stored, so it
+// survives a restart.
+func (s *Session) SetModel(ctx context.Context, ref ModelRef) error {
+	if !ref.IsZero() {
+		if _, err := s.engine.CheckModel(ctx, ref, ForChat); err != nil {
+			return err
+		}
+	}
+	if st, ok := s.engine.opts.Sessions.(SessionModelStore); ok {
+		if err := st.SetSessionModel(ctx, s.id, ref); err != nil {
+			return fmt.Errorf("store the model of session %s: %w", s.id, err)
+		}
+	}
+	s.mu.Lock()
+	s.model = ref
+	s.mu.Unlock()
+	return nil
+}
