@@ -21,6 +21,15 @@
 //     MODEL_UNAVAILABLE, INDEX_FAILED, INTERNAL; WebSocket errors add
 //     INVALID_MESSAGE, SESSION_BUSY and the engine's codes (MODEL_ERROR,
 //     TOOL_ERROR, POLICY_VIOLATION, RETRIEVAL_FAILED, CANCELLED, ...).
+//   - Models (beyond the contract): PUT /v1/models/current switches the
+//     server's current model, which sessions without a model of their own
+//     use; with "session_id" in the body it switches only that session's
+//     later turns (kept in plexus.db), and GET /v1/models/current?session_id=
+//     answers for that session, as does its server.hello. The model must be
+//     listed by its provider and, when the provider reports capabilities,
+//     chat and call tools (natively or, for Ollama, through constrained
+//     decoding); otherwise the 400 MODEL_ERROR names /model_name and the
+//     missing capability.
 //   - Handshake: the client speaks first with client.hello (within 30 s);
 //     other messages before it get server.error. The server answers
 //     server.hello, then replays (see below), then session.state, then

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -133,6 +134,17 @@ type testServer struct {
 	idx   *fakeIndexer
 }
 
+// embedOnly is a provider whose one model only embeds.
+type embedOnly struct{ scripttest.Base }
+
+func (embedOnly) ListModels(context.Context) ([]engine.ModelInfo, error) {
+	return []engine.ModelInfo{{Name: "nomic", Capabilities: []string{"embedding"}}}, nil
+}
+
+func (embedOnly) Chat(context.Context, engine.ChatRequest, func(engine.ChatChunk) error) error {
+	return errors.New("embedOnly cannot chat")
+}
+
 func newTestServer(t *testing.T, script map[string][]step, opts ...func(*httpws.Options)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
@@ -143,7 +155,7 @@ func newTestServer(t *testing.T, script map[string][]step, opts ...func(*httpws.
 	t.Cleanup(func() { st.Close() })
 	model := &scriptModel{script: script}
 	eng, err := engine.New(engine.Options{
-		Models: map[string]engine.Model{"script": model}, Model: engine.ModelRef{Provider: "script", Name: "test"},
+		Models: map[string]engine.Model{"script": model, "script2": &scriptModel{}, "embed": embedOnly{}}, Model: engine.ModelRef{Provider: "script", Name: "test"},
 		Tools: cmdTool{fstools.New(fstools.Options{})}, Patcher: patch.NewPatcher(), Patches: st,
 		Gatekeeper: policy.NewGatekeeper(st), Sessions: st, Workspaces: st,
 	})

@@ -352,17 +352,25 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		return models[i].Model < models[j].Model
 	})
 	var cur *currentModel
-	if c, err := s.current(r.Context()); err == nil {
+	if c, err := s.current(r.Context(), ""); err == nil {
 		cur = &c
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models, "current": cur, "errors": errs})
 }
 
-// current is the current model with the capabilities its provider lists
-// (none when the provider does not answer). Errors: ErrNotFound when no
-// model is chosen.
-func (s *Server) current(ctx context.Context) (currentModel, error) {
+// current is the model a session uses (its own choice, else the current
+// model; the current model when sessionID is "") with the capabilities
+// its provider lists (none when the provider does not answer). Errors:
+// ErrNotFound when no model is chosen or the session is unknown.
+func (s *Server) current(ctx context.Context, sessionID string) (currentModel, error) {
 	ref := s.eng.CurrentModel()
+	if sessionID != "" {
+		sess, err := s.eng.Session(sessionID)
+		if err != nil {
+			return currentModel{}, err
+		}
+		ref = sess.Model()
+	}
 	if ref.IsZero() {
 		return currentModel{}, fmt.Errorf("%w: no current model; choose one with PUT /v1/models/current", engine.ErrNotFound)
 	}
@@ -380,7 +388,7 @@ func (s *Server) current(ctx context.Context) (currentModel, error) {
 }
 
 func (s *Server) handleGetCurrent(w http.ResponseWriter, r *http.Request) {
-	cur, err := s.current(r.Context())
+	cur, err := s.current(r.Context(), r.URL.Query().Get("session_id"))
 	if err != nil {
 		writeEngineError(w, err)
 		return
@@ -388,20 +396,34 @@ func (s *Server) handleGetCurrent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, cur)
 }
 
-// handlePutCurrent switches the model after the provider confirms it
-// lists it: an unknown provider or model is a 400 naming the field, an
+// handlePutCurrent switches the current model, or with session_id one
+// session's model, after the provider confirms it lists the model and the
+// model has what turns need: an unknown provider or model, or a missing
+// capability, is a 400 naming the field; an unknown session a 404; an
 // unreachable provider a 503.
 func (s *Server) handlePutCurrent(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Provider  string `json:"provider"`
 		ModelName string `json:"model_name"`
+		SessionID string `json:"session_id"`
 	}
 	if !s.readBody(w, r, schemaSetCurrentModel, &req) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
-	err := s.eng.SetCurrentModel(ctx, engine.ModelRef{Provider: req.Provider, Name: req.ModelName})
+	ref := engine.ModelRef{Provider: req.Provider, Name: req.ModelName}
+	var err error
+	if req.SessionID != "" {
+		var sess *engine.Session
+		if sess, err = s.eng.Session(req.SessionID); err != nil {
+			writeEngineError(w, err)
+			return
+		}
+		err = sess.SetModel(ctx, ref)
+	} else {
+		err = s.eng.SetCurrentModel(ctx, ref)
+	}
 	switch {
 	case errors.Is(err, engine.ErrUnknownProvider):
 		writeError(w, http.StatusBadRequest, codeModelError, err.Error(), map[string]any{"field": "/provider", "providers": s.eng.Providers()})
@@ -409,9 +431,17 @@ func (s *Server) handlePutCurrent(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, engine.ErrModelNotFound):
 		writeError(w, http.StatusBadRequest, codeModelError, err.Error()+"; GET /v1/models lists them", map[string]any{"field": "/model_name"})
 		return
+	case errors.Is(err, engine.ErrUnsupported):
+		writeError(w, http.StatusBadRequest, codeModelError, err.Error(), map[string]any{"field": "/model_name"})
+		return
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, codeModelUnavailable, "the provider could not confirm the model: "+err.Error(), map[string]any{"provider": req.Provider})
 		return
 	}
-	s.handleGetCurrent(w, r)
+	cur, err := s.current(r.Context(), req.SessionID)
+	if err != nil {
+		writeEngineError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cur)
 }

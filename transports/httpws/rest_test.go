@@ -150,3 +150,60 @@ func TestFileChangesUpdateTheIndex(t *testing.T) {
 		t.Errorf("changes %v", ts.idx.changes)
 	}
 }
+
+// TestSessionModel switches one session's model with session_id (a
+// Plexus extension of PUT /v1/models/current): the session's hello and
+// GET with session_id show it, the server's current model stays, and a
+// model without what turns need is refused naming the field.
+func TestSessionModel(t *testing.T) {
+	ts := newTestServer(t, map[string][]step{})
+	id := ts.newSession(t)
+	other := ts.newSession(t)
+	for _, c := range []struct {
+		body   string
+		status int
+		field  string
+		msg    string
+	}{
+		{`{"provider": "embed", "model_name": "nomic", "session_id": "` + id + `"}`, 400, "/model_name", "cannot chat"},
+		{`{"provider": "embed", "model_name": "nomic"}`, 400, "/model_name", "cannot chat"},
+		{`{"provider": "script", "model_name": "test", "session_id": "ses_0000000000000000"}`, 404, "", ""},
+		{`{"provider": "script", "model_name": "nope", "session_id": "` + id + `"}`, 400, "/model_name", "not among"},
+	} {
+		code, body := ts.do(t, "PUT", "/v1/models/current", c.body)
+		e, _ := body["error"].(map[string]any)
+		details, _ := e["details"].(map[string]any)
+		if code != c.status || (c.field != "" && details["field"] != c.field) || !strings.Contains(fmt.Sprint(e["message"]), c.msg) {
+			t.Errorf("PUT %s: %d %v", c.body, code, body)
+		}
+	}
+
+	// A second provider's chat model, for one session only.
+	code, body := ts.do(t, "PUT", "/v1/models/current", `{"provider": "script2", "model_name": "test", "session_id": "`+id+`"}`)
+	if code != 200 || body["provider"] != "script2" {
+		t.Fatalf("PUT with session_id: %d %v", code, body)
+	}
+	if _, cur := ts.do(t, "GET", "/v1/models/current?session_id="+id, ""); cur["provider"] != "script2" {
+		t.Errorf("GET with session_id: %v", cur)
+	}
+	if _, cur := ts.do(t, "GET", "/v1/models/current", ""); cur["provider"] != "script" {
+		t.Errorf("the server's current model changed: %v", cur)
+	}
+	if _, cur := ts.do(t, "GET", "/v1/models/current?session_id="+other, ""); cur["provider"] != "script" {
+		t.Errorf("the other session's model changed: %v", cur)
+	}
+	if code, _ := ts.do(t, "GET", "/v1/models/current?session_id=ses_0000000000000000", ""); code != 404 {
+		t.Errorf("GET with an unknown session: %d", code)
+	}
+	cl := ts.connect(t, id)
+	var hello map[string]any
+	for _, m := range cl.seen {
+		if m["type"] == "server.hello" {
+			hello = m
+		}
+	}
+	model, _ := hello["server_info"].(map[string]any)["model"].(map[string]any)
+	if model["provider"] != "script2" || model["model_name"] != "test" {
+		t.Errorf("server.hello of the switched session: %v", hello)
+	}
+}

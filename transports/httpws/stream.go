@@ -466,7 +466,7 @@ func (c *conn) read(ctx context.Context, hello chan<- clientHello) {
 
 // helloMessage is server.hello.
 func (s *Server) helloMessage(h *hub, last uint64) serverHello {
-	ref := s.eng.CurrentModel()
+	ref := h.sess.Model()
 	caps := []string{"chat"}
 	return serverHello{
 		header:    header{Type: typeServerHello, Seq: last},
