@@ -104,6 +104,7 @@ type Provider struct {
 	mu     sync.RWMutex
 	base   *url.URL
 	client *api.Client
+	facts  factsCache // per (server, model)
 }
 
 // New returns a Provider for the server OLLAMA_HOST names, or
