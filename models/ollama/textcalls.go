@@ -61,7 +61,8 @@ func parseTextCalls(text string, names []string) textCallResult {
 	trimmed := strings.TrimSpace(stripEndTokens(text))
 
 	// A whole reply that is JSON, bare or fenced.
-	if body, ok := unfence(trimmed); ok || strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "[") {
+	jsonStart := strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "[") && !strings.HasPrefix(trimmed, markMistral)
+	if body, ok := unfence(trimmed); ok || jsonStart {
 		if !ok {
 			body = trimmed
 		}
