@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -102,5 +103,49 @@ func TestConstrainedAfterRefusal(t *testing.T) {
 	validArgs(t, weatherTools, r.calls[0].Name, r.calls[0].Args)
 	if f, ok := p.facts.get(key); !ok || !f.noTools {
 		t.Errorf("facts after the refusal: %+v, %v; want noTools", f, ok)
+	}
+}
+
+// TestNumCtxReachesServer observes num_ctx through the real server's
+// prompt truncation: Ollama drops the oldest messages that do not fit
+// num_ctx, and the tiny models count one prompt token per byte.
+func TestNumCtxReachesServer(t *testing.T) {
+	p, srv := provider(t)
+	conversation := func(padding int) []engine.Message {
+		return []engine.Message{
+			{Role: engine.RoleUser, Content: strings.Repeat("a", padding)},
+			{Role: engine.RoleAssistant, Content: "ok"},
+			{Role: engine.RoleUser, Content: "hi"},
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		padding  int
+		numCtx   int
+		wantKept bool // the padded message reached the prompt
+	}{
+		// Automatic: the floor, capped at the model's 4096 tokens.
+		{"automatic fits", 3000, 0, true},
+		// Ollama 0.6.5's own default would drop it.
+		{"explicit 2048 drops", 3000, 2048, false},
+		// Capped at 4096 either way; 16384 uncapped would keep it.
+		{"automatic capped", 5000, 0, false},
+		{"explicit capped", 5000, 16384, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := greedy(4)
+			opts.NumCtx = tc.numCtx
+			chunks, err := collect(t, p, engine.ChatRequest{Model: srv.ChatModel, Messages: conversation(tc.padding), Options: opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := summarize(t, chunks)
+			if kept := r.usage.PromptTokens > int64(tc.padding); kept != tc.wantKept {
+				t.Errorf("prompt tokens %d with a %d-byte message: kept %v, want %v", r.usage.PromptTokens, tc.padding, kept, tc.wantKept)
+			}
+		})
+	}
+	if ollamatest.ContextLength != 4096 {
+		t.Fatalf("the cases assume a context length of 4096, not %d", ollamatest.ContextLength)
 	}
 }
