@@ -67,7 +67,7 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	pf.StringVar(&g.dataDir, "data-dir", "", "where Plexus keeps its database (code index) (default $PLEXUS_DATA_DIR, else $XDG_DATA_HOME/plexus)")
 	pf.StringVar(&g.embedModel, "embed-model", "", "model that embeds code for vector search, PROVIDER:MODEL, or none (default: the --model)")
 	pf.StringVar(&g.rerankModel, "rerank-model", "", "model that reranks retrieved code after the feature-based rerank, PROVIDER:MODEL (default: none)")
-	pf.IntVar(&g.numCtx, "num-ctx", 8192, "context window in tokens asked of the model (Ollama's num_ctx; its own default is too small for tool schemas); 0 leaves the provider's default")
+	pf.IntVar(&g.numCtx, "num-ctx", 0, "context window in tokens asked of the model (Ollama's num_ctx), capped at the model's context length; 0 sizes it from each prompt (Ollama: at least 8192)")
 	pf.DurationVar(&g.keepAlive, "keep-alive", 0, "how long Ollama keeps the model loaded after a call, e.g. 30m (0: Ollama's default)")
 	pf.IntVar(&g.maxSteps, "max-steps", engine.DefaultMaxSteps, "most model calls in one turn")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default $PLEXUS_LOG_LEVEL, else warn)")

@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/ollama/ollama/api"
 
 	"github.com/plexus-agent/plexus/engine"
 )
 
-// Chat runs one /api/chat call and streams its reply to onChunk: text
-// deltas as they arrive, then each tool call, then usage, then the done
-// reason (see the package doc). It returns onChunk's error unchanged, a
+// Chat runs one model call over /api/chat and streams its reply to
+// onChunk: text deltas as they arrive, then each tool call, then usage,
+// then the done reason (see the package doc for tool calling without
+// native tools and for num_ctx). It returns onChunk's error unchanged, a
 // *engine.ModelError for a failed call, and, when the server ends the
 // stream without a final message, a *engine.ModelError of kind
 // engine.ErrModelUnavailable.
@@ -23,54 +27,240 @@ func (p *Provider) Chat(ctx context.Context, req engine.ChatRequest, onChunk fun
 		return err
 	}
 	base, client := p.current()
-	var (
-		cbErr error // onChunk's error, returned as it is
-		calls int
-		done  bool
-	)
-	emit := func(c engine.ChatChunk) error {
-		if err := onChunk(c); err != nil {
-			cbErr = err
+	key := factsKey{base.String(), req.Model}
+	facts, err := p.factsOf(ctx, base, client, req.Model)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(req.Tools))
+	for i, t := range req.Tools {
+		names[i] = t.Name
+	}
+	out := &sink{onChunk: onChunk}
+	call := func(creq *api.ChatRequest, fn func(api.ChatResponse) error) error {
+		p.setNumCtx(creq, key, req.Options.NumCtx, req.Options.MaxTokens, facts)
+		err := p.stream(ctx, base, client, creq, fn)
+		if errors.Is(err, engine.ErrModelNotFound) {
+			p.facts.forget(key)
+		}
+		return err
+	}
+
+	if len(names) == 0 || !facts.withoutTools() {
+		reason, retry, err := chatNative(creq, names, out, call)
+		switch {
+		case err == nil && !retry:
+			return out.finish(reason)
+		case err == nil:
+			// Text that tried a tool call and failed: once more,
+			// constrained.
+		case len(names) > 0 && !out.sent && noToolsError(err):
+			p.facts.markNoTools(key)
+		default:
 			return err
 		}
-		return nil
 	}
-	err = client.Chat(ctx, creq, func(r api.ChatResponse) error {
+
+	ccreq, err := constrainedRequest(creq, req, false)
+	if err != nil {
+		return err
+	}
+	reason, err := chatConstrained(ccreq, names, out, call)
+	if err != nil && !out.sent && schemaError(err) && len(bytes.TrimSpace(req.Options.Format)) == 0 {
+		// The server could not make a grammar of the full schema.
+		if ccreq, err = constrainedRequest(creq, req, true); err != nil {
+			return err
+		}
+		reason, err = chatConstrained(ccreq, names, out, call)
+	}
+	if err != nil {
+		return err
+	}
+	return out.finish(reason)
+}
+
+// noToolsError reports whether err is the server refusing tools for a
+// model (`"x" does not support tools`).
+func noToolsError(err error) bool {
+	var me *engine.ModelError
+	return errors.As(err, &me) && errors.Is(err, engine.ErrUnsupported) && strings.Contains(me.Message, "does not support tools")
+}
+
+// schemaError reports whether err is the server failing to turn a
+// `format` schema into a grammar (Ollama 0.6.5: "invalid JSON schema in
+// format").
+func schemaError(err error) bool {
+	var me *engine.ModelError
+	return errors.As(err, &me) && strings.Contains(strings.ToLower(me.Message), "invalid json schema")
+}
+
+// chatNative runs creq as it is. Text that may be a tool call written as
+// text is held back (see gate) and parsed when the reply is done; retry
+// reports a reply that tried to call a tool in text and failed, of which
+// nothing was forwarded.
+func chatNative(creq *api.ChatRequest, names []string, out *sink, call func(*api.ChatRequest, func(api.ChatResponse) error) error) (reason string, retry bool, err error) {
+	g := gate{hold: len(names) > 0}
+	err = call(creq, func(r api.ChatResponse) error {
 		if r.Message.Content != "" {
-			if err := emit(engine.ChatChunk{Text: r.Message.Content}); err != nil {
+			if err := out.text(g.push(r.Message.Content)); err != nil {
 				return err
 			}
 		}
-		for _, tc := range r.Message.ToolCalls {
-			args, err := json.Marshal(tc.Function.Arguments)
-			if err != nil {
-				return fmt.Errorf("encode the arguments of tool call %q: %w", tc.Function.Name, err)
-			}
-			id := tc.ID
-			if id == "" {
-				id = fmt.Sprintf("call_%d", calls)
-			}
-			calls++
-			if err := emit(engine.ChatChunk{ToolCall: &engine.ToolCall{ID: id, Name: tc.Function.Name, Args: args}}); err != nil {
+		if len(r.Message.ToolCalls) > 0 {
+			// Native calls: what was held is text after all.
+			if err := out.text(g.flush()); err != nil {
 				return err
 			}
+		}
+		if err := out.nativeCalls(r.Message.ToolCalls); err != nil {
+			return err
 		}
 		if !r.Done {
 			return nil
 		}
-		done = true
-		usage := &engine.Usage{PromptTokens: int64(r.PromptEvalCount), CompletionTokens: int64(r.EvalCount)}
-		if err := emit(engine.ChatChunk{Usage: usage}); err != nil {
+		out.addUsage(r)
+		reason = r.DoneReason
+		held := g.flush()
+		if held == "" || out.calls > 0 {
+			return out.text(held)
+		}
+		parsed := parseTextCalls(held, names)
+		switch {
+		case len(parsed.Calls) > 0:
+			if err := out.text(parsed.Before); err != nil {
+				return err
+			}
+			for _, c := range parsed.Calls {
+				if err := out.call("", c.Name, c.Args); err != nil {
+					return err
+				}
+			}
+			return nil
+		case parsed.Attempted && !out.sent:
+			retry = true
+			return nil
+		}
+		return out.text(held)
+	})
+	return reason, retry, err
+}
+
+// chatConstrained runs a constrained request (see constrainedRequest),
+// holding the whole reply, and emits the tool call or answer it holds.
+func chatConstrained(creq *api.ChatRequest, names []string, out *sink, call func(*api.ChatRequest, func(api.ChatResponse) error) error) (reason string, err error) {
+	var text strings.Builder
+	err = call(creq, func(r api.ChatResponse) error {
+		text.WriteString(r.Message.Content)
+		if err := out.nativeCalls(r.Message.ToolCalls); err != nil { // not expected without tools
 			return err
 		}
-		reason := r.DoneReason
-		if reason == "" {
-			reason = "stop" // servers before 0.1.40 send none
+		if !r.Done {
+			return nil
 		}
-		if reason == "stop" && calls > 0 {
-			reason = "tool_calls"
+		out.addUsage(r)
+		reason = r.DoneReason
+		calls, answer, ok := parseConstrained(text.String(), names)
+		if !ok {
+			return out.text(text.String())
 		}
-		return emit(engine.ChatChunk{DoneReason: reason})
+		if err := out.text(answer); err != nil {
+			return err
+		}
+		for _, c := range calls {
+			if err := out.call("", c.Name, c.Args); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return reason, err
+}
+
+// sink forwards a reply's chunks to onChunk, numbering tool calls and
+// summing usage over the calls a reply took.
+type sink struct {
+	onChunk func(engine.ChatChunk) error
+	sent    bool // text other than white space was forwarded
+	calls   int
+	usage   engine.Usage
+}
+
+func (s *sink) text(t string) error {
+	if t == "" {
+		return nil
+	}
+	if strings.TrimSpace(t) != "" {
+		s.sent = true
+	}
+	return s.onChunk(engine.ChatChunk{Text: t})
+}
+
+// call forwards a tool call; an empty id becomes "call_N", N counting the
+// reply's calls from 0.
+func (s *sink) call(id, name string, args json.RawMessage) error {
+	if id == "" {
+		id = fmt.Sprintf("call_%d", s.calls)
+	}
+	s.calls++
+	return s.onChunk(engine.ChatChunk{ToolCall: &engine.ToolCall{ID: id, Name: name, Args: args}})
+}
+
+// nativeCalls forwards the tool calls Ollama parsed.
+func (s *sink) nativeCalls(calls []api.ToolCall) error {
+	for _, tc := range calls {
+		args, err := json.Marshal(tc.Function.Arguments)
+		if err != nil {
+			return modelError(nil, "encode the arguments of tool call %q: %v", tc.Function.Name, err)
+		}
+		if err := s.call(tc.ID, tc.Function.Name, args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *sink) addUsage(r api.ChatResponse) {
+	s.usage.PromptTokens += int64(r.PromptEvalCount)
+	s.usage.CompletionTokens += int64(r.EvalCount)
+}
+
+// finish forwards the usage and the done reason: "stop" (also when the
+// server sent none, as servers before 0.1.40 do) becomes "tool_calls" when
+// the reply called tools.
+func (s *sink) finish(reason string) error {
+	usage := s.usage
+	if err := s.onChunk(engine.ChatChunk{Usage: &usage}); err != nil {
+		return err
+	}
+	if reason == "" {
+		reason = "stop"
+	}
+	if reason == "stop" && s.calls > 0 {
+		reason = "tool_calls"
+	}
+	return s.onChunk(engine.ChatChunk{DoneReason: reason})
+}
+
+// callbackError carries an error of a stream callback (onChunk's own, or
+// one of its translation) through the api client unchanged.
+type callbackError struct{ err error }
+
+func (e callbackError) Error() string { return e.err.Error() }
+
+// stream runs one streaming /api/chat call, calling fn with each response.
+// It returns fn's errors as they are, classifies the client's, and reports
+// a stream that ended without a final response as
+// engine.ErrModelUnavailable.
+func (p *Provider) stream(ctx context.Context, base *url.URL, client *api.Client, creq *api.ChatRequest, fn func(api.ChatResponse) error) error {
+	done := false
+	var cbErr error
+	err := client.Chat(ctx, creq, func(r api.ChatResponse) error {
+		if err := fn(r); err != nil {
+			cbErr = err
+			return callbackError{err}
+		}
+		done = done || r.Done
+		return nil
 	})
 	if cbErr != nil {
 		return cbErr
@@ -82,7 +272,7 @@ func (p *Provider) Chat(ctx context.Context, req engine.ChatRequest, onChunk fun
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return modelError(engine.ErrModelUnavailable, "the Ollama server at %s ended the reply of %s before it was done", base, req.Model)
+		return modelError(engine.ErrModelUnavailable, "the Ollama server at %s ended the reply of %s before it was done", base, creq.Model)
 	}
 	return nil
 }

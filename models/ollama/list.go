@@ -16,7 +16,8 @@ const showConcurrency = 4
 
 // ListModels lists the server's models (/api/tags) with their capabilities
 // and context length (/api/show) and whether they are loaded (/api/ps), in
-// the server's order. See the package doc for what it does when the server
+// the server's order. What /api/show said also refreshes what Chat knows
+// of each model. See the package doc for what it does when the server
 // does not report capabilities. Errors are *engine.ModelError.
 func (p *Provider) ListModels(ctx context.Context) ([]engine.ModelInfo, error) {
 	base, client := p.current()
@@ -67,10 +68,10 @@ func (p *Provider) ListModels(ctx context.Context) ([]engine.ModelInfo, error) {
 				return
 			}
 			keep[i] = true
-			for _, c := range show.Capabilities {
-				infos[i].Capabilities = append(infos[i].Capabilities, string(c))
-			}
-			infos[i].ContextLength = contextLength(show.ModelInfo)
+			facts := factsFromShow(show)
+			p.facts.put(factsKey{base.String(), m.Name}, facts)
+			infos[i].Capabilities = facts.capabilities
+			infos[i].ContextLength = int64(facts.contextLength)
 			if infos[i].Family == "" {
 				infos[i].Family = show.Details.Family
 			}

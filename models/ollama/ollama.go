@@ -28,17 +28,109 @@
 //
 // Chat streams /api/chat: each piece of text as it arrives, each tool call
 // when Ollama has parsed it (Ollama sends the whole reply at once when
-// tools are given), then usage (prompt_eval_count, eval_count) and the done
-// reason. A reply with tool calls ends with "tool_calls" where Ollama says
-// "stop", as other providers do. Tool calls without an id from Ollama get
-// "call_0", "call_1", ... in reply order. Text a thinking model marks as
-// thinking is not forwarded.
+// tools are given), then usage (prompt_eval_count, eval_count; summed when
+// a reply took two calls, see below) and the done reason. A reply with
+// tool calls ends with "tool_calls" where Ollama says "stop", as other
+// providers do. Tool calls without an id from Ollama get "call_0",
+// "call_1", ... in reply order. Text a thinking model marks as thinking is
+// not forwarded.
 //
 // Messages map one to one. A tool message's tool_name is its ToolName or,
 // when empty, the name of the assistant tool call its ToolCallID answers.
 // Options map to temperature, top_p, seed, num_predict (MaxTokens), num_ctx
-// (NumCtx) and stop; KeepAlive to keep_alive (negative keeps the model
+// (see below) and stop; KeepAlive to keep_alive (negative keeps the model
 // loaded indefinitely); Format, a JSON Schema or "json", to format.
+//
+// # What Chat knows of a model
+//
+// Chat asks /api/show about a model the first time it is used and keeps
+// its capabilities, trained context length and Modelfile num_ctx per
+// (server, model) for five minutes; ListModels refreshes every model it
+// lists, a "does not support tools" answer marks the model as without
+// tools, and "model not found" forgets it. A failed /api/show is not
+// cached: the chat call goes ahead and reports the model's own error.
+//
+// # Tool calling without native tools
+//
+// A model whose capabilities lack "tools" (its template has no .Tools) is
+// not sent tools. Chat describes them in the system message instead (name,
+// description, argument schema; appended to the first system message, or
+// a new one) with the reply format, and sends as format a JSON Schema that
+// admits exactly one tool call or an answer:
+//
+//	{"anyOf": [
+//	  {"type": "object", "required": ["name", "arguments"], "properties": {
+//	    "name": {"const": "<tool>"}, "arguments": <the tool's argument schema>}},
+//	  ... one branch per tool ...,
+//	  {"type": "object", "required": ["answer"], "properties": {"answer": {"type": "string"}}}]}
+//
+// Ollama turns it into a llama.cpp grammar, so even a model that never
+// learnt tool calling writes a call of an offered tool whose arguments
+// match its schema. The argument schemas keep what the grammar enforces
+// (type, properties, required, items, enum, const, anyOf/oneOf, local
+// $refs inlined, additionalProperties, min/maxItems, min/maxLength,
+// integer bounds); pattern, format and the like are dropped, since
+// llama.cpp fails on some of them, and a property without constraints
+// admits any value. A schema over 6 KB (Ollama 0.6.5 cuts grammars at
+// 32 KB), or one the server cannot compile ("invalid JSON schema"), is
+// replaced by a single branch with "name" an enum of the tools and
+// "arguments" any object. The reply is held until it is complete: a call
+// becomes a ToolCall chunk ("call_0", done reason "tool_calls"), an answer
+// becomes its text with Ollama's done reason, and anything else (a reply
+// cut short by num_predict) is forwarded as the text it is. A caller's own
+// Format is sent instead of the schema, and the reply is parsed the same
+// way.
+//
+// Earlier turns are rendered for such a template, which has no .ToolCalls:
+// an assistant's tool calls become its content, {"name": ..., "arguments":
+// ...} per line as the model would write them, and a tool result becomes
+// a user message "Result of tool NAME (call ID):\n...".
+//
+// A server that reports no capabilities (before 0.6.4) is sent tools; when
+// it answers HTTP 400 "... does not support tools" the call is made again
+// this way, and the model is remembered as without tools.
+//
+// # Tool calls written as text
+//
+// When a model offered tools replies without native tool calls, Chat
+// parses its text for calls written as text, in these formats:
+//
+//   - <tool_call>{"name": ..., "arguments": {...}}</tool_call>, repeated
+//     for several calls, the last closing tag optional (Qwen, Hermes);
+//   - a whole reply that is one object {"name": ..., "arguments": {...}}
+//     ("parameters" for "arguments", arguments as a JSON string holding an
+//     object, and "id" and "type" keys are accepted) or an array of them,
+//     bare or in one ``` or ```json fence;
+//   - [TOOL_CALLS][{...}, ...] and [TOOL_CALLS]NAME[ARGS]{...} (Mistral);
+//   - <function=NAME>{...}</function> (Llama 3.1);
+//   - <|python_tag|>{"name": ..., "parameters": {...}}, several separated
+//     by ";" (Llama 3.1 and 3.2; Python-syntax calls are not parsed).
+//
+// A parsed call must name an offered tool and have an object as
+// arguments; the markers (<tool_call>, [TOOL_CALLS], <function=,
+// <|python_tag|>) may follow ordinary text, which is forwarded as text,
+// but a bare or fenced object counts only as the whole reply, so an answer
+// that merely contains JSON stays text. While the reply streams, text is
+// held back only as long as it may still be such a call: a reply that
+// starts with "{", "[{", a ``` fence of those info strings or a marker is
+// held to its end, and other text streams except from a marker on (and a
+// tail that may begin one). A reply that is written as a call but cannot
+// be parsed (an unknown tool, broken JSON, arguments that are not an
+// object), of which nothing was forwarded, is asked again once without
+// tools as above; otherwise it is forwarded as text.
+//
+// # Context size
+//
+// With ChatOptions.NumCtx 0, num_ctx is sized from the request: its
+// messages and tool definitions as JSON, at 3 bytes a token (English prose
+// runs about 4 bytes a token; code and JSON run denser, and estimating low
+// would let Ollama silently drop the oldest messages), plus MaxTokens or
+// 1024 tokens for the reply. That is rounded up to a power-of-two multiple
+// of the floor, 8192 tokens or the model's own Modelfile num_ctx, and
+// capped at the model's trained context length. Per (server, model) it
+// never shrinks below the largest automatic size sent before, since Ollama
+// reloads a model whose num_ctx changes. An explicit NumCtx is sent as it
+// is, capped at the trained context length when that is known.
 //
 // Tool input schemas are converted into Ollama's tool parameter type:
 // properties (nested objects keep their properties), required (top level),
@@ -56,8 +148,8 @@
 //
 //   - engine.ErrModelNotFound: HTTP 404 naming the model
 //     (`model "x" not found, try pulling it first`).
-//   - engine.ErrUnsupported: `... does not support tools` (or chat,
-//     embeddings, ...).
+//   - engine.ErrUnsupported: `... does not support chat` (or embeddings,
+//     ...; a refusal of tools is not an error, see above).
 //   - engine.ErrModelUnavailable: no server at the host (the message names
 //     the address and how to fix it), a connection cut during the call, or
 //     HTTP 503 (server busy).
@@ -104,6 +196,7 @@ type Provider struct {
 	mu     sync.RWMutex
 	base   *url.URL
 	client *api.Client
+	facts  factsCache // per (server, model)
 }
 
 // New returns a Provider for the server OLLAMA_HOST names, or

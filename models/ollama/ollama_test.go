@@ -349,10 +349,6 @@ func TestErrors(t *testing.T) {
 		_, err = p.Embed(testContext(t), engine.EmbedRequest{Model: "no-such-model", Inputs: []string{"x"}})
 		wantModelError(t, err, engine.ErrModelNotFound, "no-such-model", "not found")
 	})
-	t.Run("tools unsupported", func(t *testing.T) {
-		err := p.Chat(testContext(t), engine.ChatRequest{Model: srv.ChatModel, Messages: user, Tools: weatherTools, Options: greedy(8)}, nop)
-		wantModelError(t, err, engine.ErrUnsupported, "plexus-chat", "does not support tools")
-	})
 	t.Run("chat unsupported", func(t *testing.T) {
 		err := p.Chat(testContext(t), engine.ChatRequest{Model: srv.EmbedModel, Messages: user, Options: greedy(8)}, nop)
 		wantModelError(t, err, engine.ErrUnsupported, "plexus-embed", "does not support")
