@@ -56,7 +56,8 @@ type Options struct {
 	// and undo, and command; nil records nothing.
 	Recorder Recorder
 	// RetrievalTokens is the token budget of retrieved context (default a
-	// quarter of Chat.NumCtx, or 2000 when that is unset).
+	// quarter of Chat.NumCtx, or 2048 when that is unset: a quarter of
+	// 8192, the smallest context the Ollama provider sizes a prompt to).
 	RetrievalTokens int
 	// Model is the current model at start; it can be changed with
 	// SetCurrentModel.
@@ -110,7 +111,7 @@ func New(opts Options) (*Engine, error) {
 		opts.MaxToolResultBytes = DefaultMaxToolResultBytes
 	}
 	if opts.RetrievalTokens <= 0 {
-		opts.RetrievalTokens = 2000
+		opts.RetrievalTokens = 2048
 		if opts.Chat.NumCtx > 0 {
 			opts.RetrievalTokens = opts.Chat.NumCtx / 4
 		}

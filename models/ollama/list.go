@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/ollama/ollama/api"
@@ -70,7 +71,7 @@ func (p *Provider) ListModels(ctx context.Context) ([]engine.ModelInfo, error) {
 			keep[i] = true
 			facts := factsFromShow(show)
 			p.facts.put(factsKey{base.String(), m.Name}, facts)
-			infos[i].Capabilities = facts.capabilities
+			infos[i].Capabilities = listedCapabilities(facts.capabilities)
 			infos[i].ContextLength = int64(facts.contextLength)
 			if infos[i].Family == "" {
 				infos[i].Family = show.Details.Family
@@ -98,4 +99,15 @@ func contextLength(info map[string]any) int64 {
 		return int64(n)
 	}
 	return 0
+}
+
+// listedCapabilities is what ListModels reports for a model: the server's
+// capabilities, plus engine.CapabilityConstrainedTools for a chat model
+// without "tools", whose tool calls Chat makes through grammar-constrained
+// decoding.
+func listedCapabilities(server []string) []string {
+	if !slices.Contains(server, engine.CapabilityCompletion) || slices.Contains(server, engine.CapabilityTools) {
+		return server
+	}
+	return append(slices.Clip(server), engine.CapabilityConstrainedTools)
 }

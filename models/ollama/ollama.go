@@ -20,6 +20,9 @@
 // four at a time) for its capabilities ("completion", "tools",
 // "embedding", "vision", "insert", "thinking", as the server names them)
 // and its trained context length (model_info's <architecture>.context_length).
+// A chat model without "tools" is listed with "constrained_tools" as well
+// (engine.CapabilityConstrainedTools): Chat makes its tool calls through
+// constrained decoding, so turns can use it.
 // Servers older than 0.6.4 report no capabilities; the list then has none
 // rather than a guess. A model removed between the two calls is left out.
 // Loaded comes from /api/ps.

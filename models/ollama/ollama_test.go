@@ -120,7 +120,7 @@ func TestListModels(t *testing.T) {
 		want []string
 	}{
 		{srv.ToolsModel, []string{"completion", "tools"}},
-		{srv.ChatModel, []string{"completion"}},
+		{srv.ChatModel, []string{"completion", "constrained_tools"}},
 		{srv.EmbedModel, []string{"embedding"}},
 	} {
 		m, ok := byName[tc.name]

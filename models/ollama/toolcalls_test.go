@@ -55,8 +55,8 @@ func TestConstrainedToolCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(models, func(m engine.ModelInfo) bool { return m.Name == srv.ChatModel })
-	if i < 0 || models[i].HasCapability("tools") || !models[i].HasCapability("completion") {
-		t.Fatalf("%s is not listed with completion and without tools: %+v", srv.ChatModel, models)
+	if i < 0 || models[i].HasCapability("tools") || !models[i].HasCapability("completion") || !models[i].HasCapability("constrained_tools") {
+		t.Fatalf("%s is not listed with completion and constrained_tools, without tools: %+v", srv.ChatModel, models)
 	}
 
 	chunks, err := collect(t, p, engine.ChatRequest{
