@@ -191,6 +191,9 @@ func (p *process) newClient() (*plugin.Client, error) {
 			return nil, err
 		}
 		cfg.Reattach = gp
+		// A reattach skips the version negotiation that picks the plugin
+		// set, so it is given here.
+		cfg.Plugins = cfg.VersionedPlugins[rc.ProtocolVersion]
 		p.log.Warn("attaching to a plugin in debug mode: it is not launched, not checked against the lock file, and left running", "pid", rc.Pid, "addr", rc.Addr.Address)
 		return plugin.NewClient(cfg), nil
 	}

@@ -49,13 +49,13 @@ func ParseReattach(s string) (map[Ref]ReattachConfig, error) {
 	}
 	out := make(map[Ref]ReattachConfig, len(raw))
 	for key, rc := range raw {
-		kind, name, _ := strings.Cut(key, "/")
+		kind, name, found := strings.Cut(key, "/")
 		ref := Ref{Kind: kind, Name: name}
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s: %q: %s", EnvReattach, key, fmt.Sprintf(format, args...))
 		}
 		switch {
-		case kind != KindTool && kind != KindModel:
+		case !found || kind != KindTool && kind != KindModel:
 			return nil, bad("want KIND/NAME with KIND tool or model")
 		case !pluginName.MatchString(name):
 			return nil, bad("name %q: want lower-case letters, digits, '-' and '_'", name)
