@@ -550,7 +550,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 		Version int
 		Plugins []struct {
 			Kind, Name, File, Version, SHA256, Source string
-			ProtocolVersions                           []int `json:"protocol_versions"`
+			ProtocolVersions                          []int `json:"protocol_versions"`
 		}
 	}
 	if err := json.Unmarshal(lock, &lf); err != nil || lf.Version != 1 || len(lf.Plugins) != 1 {
