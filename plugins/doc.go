@@ -4,7 +4,8 @@
 // Plugin authors implement engine.Toolset (a tool plugin) or engine.Model
 // (a model plugin, optionally with Configurer) on plain Go types and call
 // ServeTool or ServeModel from main. The binary is named plexus-tool-NAME or
-// plexus-model-NAME and placed in a plugin directory.
+// plexus-model-NAME and installed into a plugin directory with Install
+// (`plexus plugins install`).
 //
 // The host side (Manager) discovers built-in and third-party plugins,
 // launches each as a separate process on first use, turns the gRPC services
@@ -14,11 +15,70 @@
 // next call goes to the new process) and stops them all on Close, leaving no
 // process behind.
 //
+// Installation and verification:
+//   - Each plugin directory has a lock file, plexus-plugins.lock (JSON,
+//     {"version": 1, "plugins": [...]}, entries sorted by kind and name,
+//     written atomically: temporary file, fsync, rename, mode 0644). An
+//     entry holds kind, name, file (plexus-KIND-NAME), version (the Go
+//     build information's main module version, "(devel)" for a local
+//     build), revision (VCS revision, "+dirty" when modified), the
+//     protocol_versions the handshake negotiated at install, sha256 (hex),
+//     source (the file, directory or package@version) and installed_at.
+//   - Install copies an executable, or builds a directory or Go package
+//     (go build; go install with GOBIN set for pkg@version), launches it
+//     once through the real handshake as the host would (kind check: a
+//     plugin registers only its own kind's gRPC service, so the other
+//     kind answers Unimplemented), renames it into place (0755) and
+//     writes its lock entry, replacing an earlier one.
+//   - The host launches a third-party plugin only if its directory's lock
+//     file lists it (else ErrNotLocked, with the install command to run),
+//     and passes its SHA-256 to go-plugin's SecureConfig, which hashes the
+//     file right before starting it; a mismatch is a *ChecksumError
+//     (ErrChecksumMismatch) naming the file, the lock file and both sums.
+//     A refused start counts as a failed start: retried only after the
+//     usual backoff. Verify checks every entry and reports binaries not
+//     in the lock file.
+//   - Built-in plugins are not checksummed: they are the plexus binary the
+//     user ran, re-executed (recording its own sum would be circular, and
+//     anyone who can change it controls the host anyway).
+//
+// Process isolation:
+//   - A plugin's environment is an allow-list (go-plugin SkipHostEnv):
+//     DefaultEnv (PATH, HOME, USER, LOGNAME, TZ, TMPDIR, LANG, LANGUAGE,
+//     LC_*, XDG_*, the proxy variables, SSL_CERT_FILE/DIR), plus
+//     Options.Env for all plugins and Options.PluginEnv for one (plexus
+//     gives the ollama plugin OLLAMA_*, openai OPENAI_BASE_URL and
+//     OPENAI_API_KEY, replay PLEXUS_REPLAY_DIR, and shell everything,
+//     because it filters each command's environment itself by its own
+//     allow-list and the policy's env names), plus go-plugin's handshake
+//     variables.
+//   - Plugin sockets are created in a directory private to the Manager
+//     (mode 0700, under $XDG_RUNTIME_DIR, else the temporary directory;
+//     removed by Close). go-plugin v1.8.0 honours UnixSocketConfig.TempDir
+//     only with a RunnerFunc, so the host sets PLUGIN_UNIX_SOCKET_DIR in
+//     the plugin's environment itself. The host's own broker socket for
+//     host callbacks is still created by go-plugin in the host's
+//     temporary directory (mode per umask).
+//
+// Debugging: a plugin binary run with --debug (a built-in: `plexus plugin
+// serve KIND NAME --debug`) serves in go-plugin's reattach (test) mode and
+// prints one line on stdout,
+//
+//	PLEXUS_REATTACH_PLUGINS='{"tool/NAME":{"protocol":"grpc","protocol_version":1,"pid":123,"addr":{"network":"unix","address":"/tmp/plugin123"}}}'
+//
+// then serves until SIGINT or SIGTERM, host after host. With that variable
+// set, the host attaches to the process (ClientConfig.Reattach) instead of
+// launching the plugin, without a checksum check (it logs a warning), and
+// never stops it: Close only drops the connection. When the debugged
+// process exits the host does not relaunch it; calls fail with
+// ErrDebugPluginGone, saying to start it again under the debugger.
+// Malformed JSON in the variable is an error at startup (ParseReattach).
+//
 // Wire details:
 //   - Handshake: magic cookie PLEXUS_PLUGIN, protocol versions negotiated
 //     through go-plugin's VersionedPlugins (version 1 today); gRPC only.
 //   - Each process serves one kind, "tool" (plexus.v1.ToolService) or
-//     "model" (plexus.v1.ModelService).
+//     "model" (plexus.v1.ModelService), and registers only that service.
 //   - Host callbacks (plexus.v1.HostService) are served by the host on one
 //     go-plugin GRPCBroker stream per plugin process; its id travels in
 //     every InvokeRequest and call_id ties a callback to its call.

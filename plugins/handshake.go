@@ -23,8 +23,8 @@ var Handshake = plugin.HandshakeConfig{
 	MagicCookieValue: "8e1c7f3a5b2d4e6f-plexus-plugin",
 }
 
-// pluginSets returns the VersionedPlugins map for hosts (empty impls) or
-// plugins (with impls).
+// pluginSets returns a VersionedPlugins map of both kinds; the host uses
+// it with empty impls (a plugin serves only its own kind, see serve).
 func pluginSets(tool *ToolPlugin, model *ModelPlugin) map[int]plugin.PluginSet {
 	if tool == nil {
 		tool = &ToolPlugin{}

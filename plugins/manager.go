@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,8 +31,22 @@ type Info struct {
 	// the plexus binary as `plexus plugin serve KIND NAME`).
 	Path string
 	Args []string
-	// Builtin is true for plugins compiled into the plexus binary.
+	// Builtin is true for plugins compiled into the plexus binary. They
+	// are not checksummed: they are the host's own binary, which the user
+	// already chose to run, re-executed.
 	Builtin bool
+	// Lock is the lock file entry a third-party plugin is verified
+	// against before every launch; nil for built-ins and debug attaches.
+	Lock *LockEntry
+	// LockFile is the lock file of a third-party plugin's directory.
+	LockFile string
+	// LockErr, when set, is why the host refuses to launch the plugin:
+	// it is not in the lock file (ErrNotLocked), or the lock file cannot
+	// be read.
+	LockErr error
+	// Attach is set for a plugin the host attaches to in debug mode
+	// (PLEXUS_REATTACH_PLUGINS) instead of launching it.
+	Attach *ReattachConfig
 }
 
 // Options configure a Manager. Zero values mean defaults.
@@ -59,6 +75,19 @@ type Options struct {
 	// HealthyAfter is how long a plugin must run for its crash count to
 	// reset (default 30 s).
 	HealthyAfter time.Duration
+	// Env names host environment variables every plugin inherits on top
+	// of DefaultEnv (a trailing "*" allows a prefix). PluginEnv does the
+	// same for one plugin ("*" alone passes the whole environment).
+	Env       []string
+	PluginEnv map[Ref][]string
+	// Reattach names plugins running in debug mode (see ReattachFromEnv)
+	// that the host attaches to instead of launching them; a ref that was
+	// not discovered is added.
+	Reattach map[Ref]ReattachConfig
+	// RuntimeDir is where the Manager creates its private (0700) socket
+	// directory, removed by Close; default $XDG_RUNTIME_DIR, else
+	// os.TempDir().
+	RuntimeDir string
 }
 
 // pluginName is what NAME may be in plexus-tool-NAME.
@@ -67,9 +96,10 @@ var pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 // Manager discovers, launches and supervises plugin processes. Plugins
 // start on first use. Safe for concurrent use; Close stops everything.
 type Manager struct {
-	opts  Options
-	log   *slog.Logger
-	procs []*process // built-ins first, then by directory order and name
+	opts      Options
+	log       *slog.Logger
+	procs     []*process // built-ins first, then by directory order and name
+	socketDir string
 
 	toolset *Toolset
 	once    sync.Once
@@ -100,7 +130,12 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.HealthyAfter <= 0 {
 		opts.HealthyAfter = 30 * time.Second
 	}
-	m := &Manager{opts: opts, log: opts.Logger}
+	socketDir, err := privateDir(opts.RuntimeDir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts, log: opts.Logger, socketDir: socketDir}
+	var infos []Info
 	seen := map[Ref]string{}
 	add := func(info Info) {
 		if prev, ok := seen[info.Ref]; ok {
@@ -108,7 +143,7 @@ func NewManager(opts Options) (*Manager, error) {
 			return
 		}
 		seen[info.Ref] = info.Path
-		m.procs = append(m.procs, newProcess(info, &m.opts, m.log))
+		infos = append(infos, info)
 	}
 	for _, b := range opts.Builtins {
 		add(Info{Ref: b, Path: opts.Executable, Args: []string{"plugin", "serve", b.Kind, b.Name}, Builtin: true})
@@ -116,11 +151,65 @@ func NewManager(opts Options) (*Manager, error) {
 	for _, info := range discover(opts.Dirs, m.log) {
 		add(info)
 	}
+	for _, ref := range sortedRefs(opts.Reattach) {
+		rc := opts.Reattach[ref]
+		info := Info{Ref: ref, Path: fmt.Sprintf("debug attach: pid %d, %s", rc.Pid, rc.Addr.Address), Attach: &rc}
+		if i := slices.IndexFunc(infos, func(in Info) bool { return in.Ref == ref }); i >= 0 {
+			info.Builtin = infos[i].Builtin
+			infos[i] = info
+		} else {
+			infos = append(infos, info)
+		}
+	}
+	for _, info := range infos {
+		m.procs = append(m.procs, newProcess(info, &m.opts, m.log, socketDir))
+	}
 	m.toolset = &Toolset{m: m}
 	return m, nil
 }
 
-// discover lists plexus-tool-* and plexus-model-* executables in dirs.
+// privateDir creates the directory plugin sockets go in: mode 0700, under
+// base, else $XDG_RUNTIME_DIR, else os.TempDir().
+func privateDir(base string) (string, error) {
+	var bases []string
+	if base != "" {
+		bases = []string{base}
+	} else {
+		if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+			bases = append(bases, d)
+		}
+		bases = append(bases, os.TempDir())
+	}
+	var err error
+	for _, b := range bases {
+		var dir string
+		if dir, err = os.MkdirTemp(b, "plexus-plugins-"); err == nil {
+			return dir, os.Chmod(dir, 0o700)
+		}
+	}
+	return "", fmt.Errorf("create the private plugin socket directory: %w", err)
+}
+
+func sortedRefs[V any](m map[Ref]V) []Ref {
+	refs := make([]Ref, 0, len(m))
+	for r := range m {
+		refs = append(refs, r)
+	}
+	slices.SortFunc(refs, func(a, b Ref) int {
+		if a.Kind != b.Kind {
+			return strings.Compare(a.Kind, b.Kind)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return refs
+}
+
+// SocketDir is the private directory (mode 0700) the plugins' Unix
+// sockets are created in; Close removes it.
+func (m *Manager) SocketDir() string { return m.socketDir }
+
+// discover lists plexus-tool-* and plexus-model-* executables in dirs,
+// each with its entry in its directory's lock file (or why it has none).
 func discover(dirs []string, log *slog.Logger) []Info {
 	var out []Info
 	for _, dir := range dirs {
@@ -131,6 +220,8 @@ func discover(dirs []string, log *slog.Logger) []Info {
 			}
 			continue
 		}
+		absDir, _ := filepath.Abs(dir)
+		lock, lockErr := ReadLock(absDir)
 		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 		for _, e := range entries {
 			ref, ok := parseBinaryName(e.Name())
@@ -144,7 +235,15 @@ func discover(dirs []string, log *slog.Logger) []Info {
 				continue
 			}
 			abs, _ := filepath.Abs(path)
-			out = append(out, Info{Ref: ref, Path: abs})
+			info := Info{Ref: ref, Path: abs, LockFile: filepath.Join(absDir, LockFileName), LockErr: lockErr}
+			if lockErr == nil {
+				if e, ok := lock.Entry(ref); ok {
+					info.Lock = &e
+				} else {
+					info.LockErr = &notLockedError{path: abs, lockFile: lock.Path()}
+				}
+			}
+			out = append(out, info)
 		}
 	}
 	return out
@@ -207,6 +306,9 @@ func (m *Manager) Close() error {
 		}()
 	}
 	wg.Wait()
+	if err := os.RemoveAll(m.socketDir); err != nil {
+		return fmt.Errorf("remove the plugin socket directory: %w", err)
+	}
 	return nil
 }
 
@@ -222,7 +324,7 @@ func (p *process) call(ctx context.Context, op string, fn func(raw any) error) e
 		return err
 	}
 	if what, ok := p.crashed(gen, err); ok {
-		return &crashError{kind: p.info.Kind, name: p.info.Name, op: op, what: what, cause: err}
+		return &crashError{kind: p.info.Kind, name: p.info.Name, op: op, what: what, cause: err, debug: p.info.Attach != nil}
 	}
 	return err
 }
@@ -231,9 +333,14 @@ func (p *process) call(ctx context.Context, op string, fn func(raw any) error) e
 type crashError struct {
 	kind, name, op, what string
 	cause                error
+	debug                bool // a debug attach: not restarted
 }
 
 func (e *crashError) Error() string {
+	if e.debug {
+		return fmt.Sprintf("%s plugin %q (attached for debugging) %s during %s; plexus does not relaunch it: start it again with %s (%v)",
+			e.kind, e.name, e.what, e.op, DebugFlag, e.cause)
+	}
 	return fmt.Sprintf("%s plugin %q %s during %s; it is being restarted, so the next call can succeed (%v)",
 		e.kind, e.name, e.what, e.op, e.cause)
 }

@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 }
 
 // pluginDir returns a plugin directory holding the test plugin under the
-// given file names.
+// given file names, each recorded in the directory's lock file.
 func pluginDir(t testing.TB, names ...string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -53,7 +53,34 @@ func pluginDir(t testing.TB, names ...string) string {
 			t.Fatal(err)
 		}
 	}
+	lockFiles(t, dir, names...)
 	return dir
+}
+
+// lockFiles records the plugin binaries names of dir in its lock file, as
+// an install would.
+func lockFiles(t testing.TB, dir string, names ...string) {
+	t.Helper()
+	lock, err := plugins.ReadLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		ref, ok := plugins.ParseBinaryName(n)
+		if !ok {
+			continue
+		}
+		sum, err := plugins.FileSHA256(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.Put(plugins.LockEntry{Kind: ref.Kind, Name: ref.Name, File: n, SHA256: sum, ProtocolVersions: []int{1}, Source: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lock.Write(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // logBuffer is a slog handler target that tests can read safely.
@@ -165,7 +192,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != 10 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
+	if len(specs) != 11 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
 		t.Fatalf("specs = %+v", specs)
 	}
 	res, updates, err := invoke(t, ts, "echo", `{"text":"hello"}`)
@@ -667,13 +694,14 @@ func TestBrokenPluginLeavesOthersUsable(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'not a plugin' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	lockFiles(t, dir, "plexus-tool-test", "plexus-tool-broken")
 	ts := newManager(t, plugins.Options{Dirs: []string{dir}}).Toolset()
 	specs, err := ts.Tools(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `start tool plugin "broken"`) {
 		t.Errorf("err = %v, want it to name the broken plugin", err)
 	}
-	if len(specs) != 10 {
-		t.Errorf("got %d tools from the working plugin, want 10", len(specs))
+	if len(specs) != 11 {
+		t.Errorf("got %d tools from the working plugin, want 11", len(specs))
 	}
 	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
 		t.Error(err)

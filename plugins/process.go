@@ -2,6 +2,8 @@ package plugins
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,14 +25,18 @@ var errClosed = errors.New("plugin manager is closed")
 // detects a crash during a call, restarts the process in the background
 // with exponential backoff, and stops it on close.
 type process struct {
-	info Info
-	opts *Options
-	log  *slog.Logger
+	info      Info
+	opts      *Options
+	log       *slog.Logger
+	socketDir string // the private directory the plugin's socket goes in
+	probe     bool   // started by Install: a model gets no settings
 
 	mu       sync.Mutex
 	client   *plugin.Client
+	rpc      plugin.ClientProtocol
 	raw      any // *toolClient or *modelClient of the live process
 	pid      int
+	proto    int    // negotiated protocol version of the live process
 	gen      uint64 // increments with every successful start
 	started  time.Time
 	specs    []engine.ToolSpec // tool plugins: Describe of the live process
@@ -39,10 +45,11 @@ type process struct {
 	failures int               // consecutive crashes and failed starts
 	restarts int
 	closed   bool
+	gone     error // a debug attach whose process exited: not restarted
 }
 
-func newProcess(info Info, opts *Options, log *slog.Logger) *process {
-	return &process{info: info, opts: opts, log: log.With("plugin", info.Name, "kind", info.Kind)}
+func newProcess(info Info, opts *Options, log *slog.Logger, socketDir string) *process {
+	return &process{info: info, opts: opts, log: log.With("plugin", info.Name, "kind", info.Kind), socketDir: socketDir}
 }
 
 // get returns the live process's client, starting (or waiting for a
@@ -56,6 +63,11 @@ func (p *process) get(ctx context.Context) (any, uint64, error) {
 			p.mu.Unlock()
 			return nil, 0, errClosed
 		}
+		if p.gone != nil {
+			err := p.gone
+			p.mu.Unlock()
+			return nil, 0, err
+		}
 		if p.client != nil && !p.client.Exited() {
 			raw, gen := p.raw, p.gen
 			p.mu.Unlock()
@@ -63,6 +75,8 @@ func (p *process) get(ctx context.Context) (any, uint64, error) {
 		}
 		if p.client != nil { // died while idle
 			p.deadLocked(p.gen, "exited while idle")
+			p.mu.Unlock()
+			continue
 		}
 		if waited && p.starting == nil && p.lastErr != nil {
 			err := p.lastErr
@@ -122,21 +136,19 @@ func (p *process) launch() {
 	p.mu.Unlock()
 
 	begin := time.Now()
-	cmd := exec.Command(p.info.Path, p.info.Args...)
-	cmd.SysProcAttr = pluginSysProcAttr()
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: pluginSets(nil, nil),
-		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           newPluginLogger(p.opts.Logger, p.info.Name),
-		StartTimeout:     p.opts.StartTimeout,
-	})
-	raw, specs, pid, err := p.setup(client)
+	client, err := p.newClient()
+	var rpc plugin.ClientProtocol
+	var raw any
+	var specs []engine.ToolSpec
+	var pid int
+	if err == nil {
+		rpc, raw, specs, pid, err = p.setup(client)
+	}
 	if err != nil {
-		client.Kill()
-		reap(pid)
-		err = &startError{fmt.Errorf("start %s plugin %q (%s): %w", p.info.Kind, p.info.Name, p.info.Path, err)}
+		if client != nil {
+			p.stop(client, rpc, pid)
+		}
+		err = &startError{p.startErr(err)}
 		p.log.Warn("plugin failed to start", "error", err)
 	}
 
@@ -149,46 +161,141 @@ func (p *process) launch() {
 		return
 	}
 	if p.closed {
-		client.Kill()
-		reap(pid)
+		p.stop(client, rpc, pid)
 		return
 	}
-	p.client, p.raw, p.pid, p.specs = client, raw, pid, specs
+	p.client, p.rpc, p.raw, p.pid, p.specs = client, rpc, raw, pid, specs
+	p.proto = client.NegotiatedVersion()
 	p.gen++
 	p.started = time.Now()
 	p.lastErr = nil
 	p.log.Debug("plugin started", "pid", pid, "generation", p.gen, "took", time.Since(begin))
 }
 
-func (p *process) setup(client *plugin.Client) (raw any, specs []engine.ToolSpec, pid int, err error) {
-	rpc, err := client.Client()
+// newClient configures go-plugin for one start: a debug attach
+// (Info.Attach), or a launch with the allow-listed environment, the
+// private socket directory and, for a third-party plugin, the lock file's
+// SHA-256 (SecureConfig). A plugin the host refuses (Info.LockErr) gets no
+// client.
+func (p *process) newClient() (*plugin.Client, error) {
+	cfg := &plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: pluginSets(nil, nil),
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           newPluginLogger(p.opts.Logger, p.info.Name),
+		StartTimeout:     p.opts.StartTimeout,
+	}
+	if rc := p.info.Attach; rc != nil {
+		gp, err := rc.goPlugin()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Reattach = gp
+		// A reattach skips the version negotiation that picks the plugin
+		// set, so it is given here.
+		cfg.Plugins = cfg.VersionedPlugins[rc.ProtocolVersion]
+		p.log.Warn("attaching to a plugin in debug mode: it is not launched, not checked against the lock file, and left running", "pid", rc.Pid, "addr", rc.Addr.Address)
+		return plugin.NewClient(cfg), nil
+	}
+	if p.info.LockErr != nil {
+		return nil, p.info.LockErr
+	}
+	cmd := exec.Command(p.info.Path, p.info.Args...)
+	cmd.SysProcAttr = pluginSysProcAttr()
+	// go-plugin v1.8.0 passes UnixSocketConfig.TempDir to the plugin only
+	// with a RunnerFunc, so the plugin is told its socket directory here
+	// (the variable go-plugin's server reads).
+	cmd.Env = append(pluginEnv(p.opts, p.info.Ref), envUnixSocketDir+"="+p.socketDir)
+	cfg.Cmd = cmd
+	cfg.SkipHostEnv = true
+	if e := p.info.Lock; e != nil {
+		sum, err := hex.DecodeString(e.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		cfg.SecureConfig = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	}
+	return plugin.NewClient(cfg), nil
+}
+
+// envUnixSocketDir is go-plugin's plugin.EnvUnixSocketDir.
+const envUnixSocketDir = "PLUGIN_UNIX_SOCKET_DIR"
+
+// startErr explains a failed start: a checksum mismatch becomes a
+// *ChecksumError; a debug attach says how to restart the plugin.
+func (p *process) startErr(err error) error {
+	if errors.Is(err, plugin.ErrChecksumsDoNotMatch) && p.info.Lock != nil {
+		got, _ := FileSHA256(p.info.Path)
+		err = &ChecksumError{Ref: p.info.Ref, Path: p.info.Path, LockFile: p.info.LockFile, Want: p.info.Lock.SHA256, Got: got}
+	}
+	if rc := p.info.Attach; rc != nil {
+		return fmt.Errorf("attach to %s plugin %q in debug mode (pid %d, %s %s): %w; is it still running? start it again with %s and set %s to the line it prints",
+			p.info.Kind, p.info.Name, rc.Pid, rc.Addr.Network, rc.Addr.Address, err, DebugFlag, EnvReattach)
+	}
+	return fmt.Errorf("start %s plugin %q (%s): %w", p.info.Kind, p.info.Name, p.info.Path, err)
+}
+
+// stop ends one generation: it kills a launched process and everything it
+// left behind; a debug attach only closes the connection and leaves the
+// debugged process running.
+func (p *process) stop(client *plugin.Client, rpc plugin.ClientProtocol, pid int) {
+	if p.info.Attach != nil {
+		if g, ok := rpc.(*plugin.GRPCClient); ok {
+			g.Conn.Close() // not rpc.Close: that would shut the plugin down
+		}
+		return
+	}
+	client.Kill()
+	reap(pid)
+}
+
+func (p *process) setup(client *plugin.Client) (rpc plugin.ClientProtocol, raw any, specs []engine.ToolSpec, pid int, err error) {
+	rpc, err = client.Client()
 	if rc := client.ReattachConfig(); rc != nil {
 		pid = rc.Pid
 	}
 	if err != nil {
-		return nil, nil, pid, err
+		return nil, nil, nil, pid, err
 	}
 	if client.NegotiatedVersion() != ProtocolVersion {
-		return nil, nil, pid, fmt.Errorf("speaks plugin protocol %d; this plexus speaks %d", client.NegotiatedVersion(), ProtocolVersion)
+		return rpc, nil, nil, pid, fmt.Errorf("speaks plugin protocol %d; this plexus speaks %d", client.NegotiatedVersion(), ProtocolVersion)
 	}
 	raw, err = rpc.Dispense(p.info.Kind)
 	if err != nil {
-		return nil, nil, pid, fmt.Errorf("the plugin does not serve kind %q: %w", p.info.Kind, err)
+		return rpc, nil, nil, pid, fmt.Errorf("the plugin does not serve kind %q: %w", p.info.Kind, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.StartTimeout)
 	defer cancel()
 	switch c := raw.(type) {
 	case *modelClient:
-		if err := c.Configure(ctx, p.opts.Settings[p.info.Name]); err != nil {
-			return nil, nil, pid, fmt.Errorf("configure: %s", status.Convert(err).Message())
+		if err := c.Configure(ctx, p.settings()); err != nil {
+			return rpc, nil, nil, pid, kindErr(KindModel, "configure", err)
 		}
 	case *toolClient:
 		specs, err = c.Tools(ctx)
 		if err != nil {
-			return nil, nil, pid, fmt.Errorf("describe: %s", status.Convert(err).Message())
+			return rpc, nil, nil, pid, kindErr(KindTool, "describe", err)
 		}
 	}
-	return raw, specs, pid, nil
+	return rpc, raw, specs, pid, nil
+}
+
+// settings are what Configure sends a model plugin: none when probing at
+// install.
+func (p *process) settings() map[string]string {
+	if p.probe {
+		return nil
+	}
+	return p.opts.Settings[p.info.Name]
+}
+
+// kindErr reports a failed first call; Unimplemented means the process
+// serves the other kind.
+func kindErr(kind, op string, err error) error {
+	if status.Code(err) == codes.Unimplemented {
+		return fmt.Errorf("%w: it does not serve the %s service (is it a plugin of another kind?): %s", ErrNotPlugin, kind, status.Convert(err).Message())
+	}
+	return fmt.Errorf("%s: %s", op, status.Convert(err).Message())
 }
 
 // crashed handles a call error that may mean the process died: it checks
@@ -230,8 +337,16 @@ func (p *process) deadLocked(gen uint64, why string) {
 	if p.gen != gen || p.client == nil {
 		return
 	}
-	client, pid := p.client, p.pid
-	p.client, p.raw, p.pid = nil, nil, 0
+	client, rpc, pid := p.client, p.rpc, p.pid
+	p.client, p.rpc, p.raw, p.pid = nil, nil, nil, 0
+	if rc := p.info.Attach; rc != nil {
+		p.gone = &startError{fmt.Errorf("%w: %s plugin %q, attached for debugging (pid %d), %s; plexus does not relaunch a debugged plugin: "+
+			"start it again under the debugger with %s, set %s to the line it prints, and run plexus again",
+			ErrDebugPluginGone, p.info.Kind, p.info.Name, rc.Pid, why, DebugFlag, EnvReattach)}
+		p.log.Warn("debugged plugin has gone away; not relaunching it", "pid", rc.Pid, "why", why)
+		go p.stop(client, rpc, pid)
+		return
+	}
 	if time.Since(p.started) > p.opts.HealthyAfter {
 		p.failures = 0
 	}
@@ -260,12 +375,11 @@ func (p *process) close() {
 		<-ch
 	}
 	p.mu.Lock()
-	client, pid := p.client, p.pid
-	p.client, p.raw = nil, nil
+	client, rpc, pid := p.client, p.rpc, p.pid
+	p.client, p.rpc, p.raw = nil, nil, nil
 	p.mu.Unlock()
 	if client != nil {
-		client.Kill()
-		reap(pid)
+		p.stop(client, rpc, pid)
 	}
 }
 

@@ -20,8 +20,11 @@ func newPluginsCmd(g *globalFlags) *cobra.Command {
 		Use:   "plugins",
 		Short: "List built-in and discovered plugins with their tools",
 		Long: `List the built-in plugins and those found in the plugin directories
-(--plugin-dir), starting each once to ask what it offers. A plugin that fails
-to start is listed with the reason.`,
+(--plugin-dir), starting each once to ask what it offers, with its version
+and checksum state (third-party plugins are launched only when their SHA-256
+matches plexus-plugins.lock). A plugin that fails to start is listed with
+the reason. Subcommands install, verify and remove manage third-party
+plugins.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), false, nil)
@@ -33,14 +36,14 @@ to start is listed with the reason.`,
 			defer cancel()
 			statuses := rt.plugins.Describe(ctx)
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KIND\tNAME\tSOURCE\tOFFERS")
+			fmt.Fprintln(tw, "KIND\tNAME\tVERSION\tCHECKSUM\tSOURCE\tOFFERS")
 			failed := 0
 			for _, s := range statuses {
-				source := "built-in"
-				if !s.Builtin {
-					source = s.Path
+				source, ver := "built-in", version
+				if !s.Builtin || s.Attach != nil {
+					source, ver = s.Path, versionText(s.Lock)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Kind, s.Name, source, offers(s))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Kind, s.Name, ver, checksumState(s), source, offers(s))
 				if s.Err != nil {
 					failed++
 				}
@@ -61,7 +64,27 @@ to start is listed with the reason.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "describe each tool")
+	cmd.AddCommand(newPluginsInstallCmd(g), newPluginsVerifyCmd(g), newPluginsRemoveCmd(g))
 	return cmd
+}
+
+// checksumState says whether a plugin's binary was verified: "ok" (its
+// SHA-256 matched the lock file when it started), "MISMATCH", "not locked",
+// "lock error", "built-in" or "debug attach" (neither is checked).
+func checksumState(s plugins.PluginStatus) string {
+	switch {
+	case s.Attach != nil:
+		return "debug attach"
+	case s.Builtin:
+		return "built-in"
+	case errors.Is(s.Err, plugins.ErrChecksumMismatch):
+		return "MISMATCH"
+	case errors.Is(s.LockErr, plugins.ErrNotLocked):
+		return "not locked"
+	case s.LockErr != nil:
+		return "lock error"
+	}
+	return "ok (" + s.Lock.SHA256[:8] + ")" // checked before any other start failure
 }
 
 func offers(s plugins.PluginStatus) string {

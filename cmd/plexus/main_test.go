@@ -530,34 +530,173 @@ func TestOllamaUnreachable(t *testing.T) {
 	}
 }
 
-// TestThirdPartyPlugin builds the example plugin into a plugin directory as
-// a user would, lists it, and has a turn call it.
+// TestThirdPartyPlugin installs the example plugin from its package
+// directory as a user would, lists it, has a turn call it, and then
+// changes one byte of the installed binary: the next launch fails with a
+// checksum error.
 func TestThirdPartyPlugin(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "plexus-tool-wordcount")
-	build := exec.Command("go", "build", "-o", bin, "./examples/plexus-tool-wordcount")
-	build.Dir = repoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build example plugin: %v\n%s", err, out)
-	}
 	env := []string{"PLEXUS_PLUGIN_PATH=" + dir}
-	r := plexus(t, t.TempDir(), "", env, "plugins")
+	r := plexus(t, repoRoot, "", env, "plugins", "install", "./examples/plexus-tool-wordcount")
+	bin := filepath.Join(dir, "plexus-tool-wordcount")
+	if r.code != 0 || !strings.Contains(r.stdout, `installed tool plugin "wordcount": `+bin) || !strings.Contains(r.stdout, "tools     word_count") {
+		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	lock, err := os.ReadFile(filepath.Join(dir, "plexus-plugins.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lf struct {
+		Version int
+		Plugins []struct {
+			Kind, Name, File, Version, SHA256, Source string
+			ProtocolVersions                          []int `json:"protocol_versions"`
+		}
+	}
+	if err := json.Unmarshal(lock, &lf); err != nil || lf.Version != 1 || len(lf.Plugins) != 1 {
+		t.Fatalf("lock file %s: %v", lock, err)
+	}
+	e := lf.Plugins[0]
+	if e.Kind != "tool" || e.Name != "wordcount" || e.File != "plexus-tool-wordcount" || e.Version != "(devel)" || len(e.SHA256) != 64 ||
+		e.Source != filepath.Join(repoRoot, "examples/plexus-tool-wordcount") || len(e.ProtocolVersions) != 1 || e.ProtocolVersions[0] != 1 {
+		t.Errorf("lock entry %+v", e)
+	}
+	r = plexus(t, t.TempDir(), "", env, "plugins")
 	if r.code != 0 {
 		t.Fatalf("plugins: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"tool   fs", "read_file, list_files, write_file, edit_file, delete_file", "tool   search", "search_symbols, search_text, vector_search", "run_command (approval)",
-		"model  ollama", "tool   wordcount  " + bin + "  word_count"} {
+		"model  ollama", "tool   wordcount  (devel)    ok (" + e.SHA256[:8] + ")  " + bin + "  word_count"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("plugins output lacks %q:\n%s", want, r.stdout)
 		}
 	}
 	ws := t.TempDir()
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one two three\nfour five\n"), 0o644)
-	r = plexus(t, ws, "", env, "run", "--model", "replay:"+filepath.Join(repoRoot, "cmd/plexus/testdata/wordcount.jsonl"), "count")
+	script := "replay:" + filepath.Join(repoRoot, "cmd/plexus/testdata/wordcount.jsonl")
+	r = plexus(t, ws, "", env, "run", "--model", script, "count")
 	if r.code != 0 || !strings.Contains(r.stdout, "notes.txt has 5 words.") || !strings.Contains(r.stderr, "✓ word_count path=notes.txt — 2 lines, 5 words, 24 bytes in notes.txt") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	noProcessesLeft(t, bin)
+	r = plexus(t, ws, "", env, "plugins", "verify")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "ok  tool/wordcount  "+bin+"  (devel)") {
+		t.Errorf("verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x01
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = plexus(t, ws, "", env, "run", "--model", script, "count")
+	for _, want := range []string{bin + " is not the binary that was installed: its SHA-256 is ", "but " + filepath.Join(dir, "plexus-plugins.lock") + " records " + e.SHA256, "plexus plugins install"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("run after a changed byte: stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "✓ word_count") {
+		t.Errorf("the changed binary ran:\n%s", r.stderr)
+	}
+	r = plexus(t, ws, "", env, "plugins")
+	if r.code != 1 || !strings.Contains(r.stdout, "MISMATCH") {
+		t.Errorf("plugins after a changed byte: exit %d\n%s", r.code, r.stdout)
+	}
+	r = plexus(t, ws, "", env, "plugins", "verify")
+	if r.code != 1 || !strings.HasPrefix(r.stdout, "MODIFIED  tool/wordcount  "+bin) || !strings.Contains(r.stderr, "1 of 1 plugins failed verification") {
+		t.Errorf("verify after a changed byte: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestPluginsInstallFromPath installs a built binary by path under another
+// name, refuses an unlocked binary dropped into the directory, and removes
+// a plugin.
+func TestPluginsInstallFromPath(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "wc")
+	build := exec.Command("go", "build", "-o", src, "./examples/plexus-tool-wordcount")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build example plugin: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	env := []string{"PLEXUS_PLUGIN_PATH=" + dir}
+	r := plexus(t, t.TempDir(), "", env, "plugins", "install", src)
+	if r.code != 1 || !strings.Contains(r.stderr, `cannot tell the plugin's kind and name from "wc"`) {
+		t.Errorf("install without a plugin name: exit %d\n%s", r.code, r.stderr)
+	}
+	r = plexus(t, t.TempDir(), "", env, "plugins", "install", "--name", "plexus-tool-wc", src)
+	if r.code != 0 || !strings.Contains(r.stdout, `installed tool plugin "wc"`) {
+		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = plexus(t, t.TempDir(), "", env, "plugins", "install", "--name", "plexus-model-wc", src)
+	if r.code != 1 || !strings.Contains(r.stderr, "is not a model plugin") {
+		t.Errorf("install as the wrong kind: exit %d\n%s", r.code, r.stderr)
+	}
+	// A binary copied in by hand is not launched.
+	b, _ := os.ReadFile(src)
+	stray := filepath.Join(dir, "plexus-tool-stray")
+	os.WriteFile(stray, b, 0o755)
+	r = plexus(t, t.TempDir(), "", env, "plugins")
+	if r.code != 1 || !strings.Contains(r.stdout, "not locked") || !strings.Contains(r.stdout, stray+" is not in "+filepath.Join(dir, "plexus-plugins.lock")) ||
+		!strings.Contains(r.stdout, "install it with `plexus plugins install "+stray+"`") {
+		t.Errorf("unlocked plugin: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = plexus(t, t.TempDir(), "", env, "plugins", "verify")
+	if r.code != 1 || !strings.Contains(r.stdout, "ok          tool/wc") || !strings.Contains(r.stdout, "NOT-LOCKED  tool/stray") {
+		t.Errorf("verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Installing the file where it lies adopts it.
+	r = plexus(t, t.TempDir(), "", env, "plugins", "install", stray)
+	if r.code != 0 {
+		t.Errorf("adopt: exit %d\n%s", r.code, r.stderr)
+	}
+	r = plexus(t, t.TempDir(), "", env, "plugins", "remove", "tool/wc")
+	if r.code != 0 || !strings.Contains(r.stdout, `removed tool plugin "wc"`) {
+		t.Errorf("remove: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = plexus(t, t.TempDir(), "", env, "plugins", "verify")
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stdout, "ok  tool/stray") {
+		t.Errorf("verify after remove and adopt: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestBuiltinPluginUnderDebugger serves a built-in plugin in debug mode,
+// hands its line to plexus, and checks plexus attaches to it and leaves it
+// running.
+func TestBuiltinPluginUnderDebugger(t *testing.T) {
+	cmd := exec.Command(plexusBin, "plugin", "serve", "tool", "fs", "--debug")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, `PLEXUS_REATTACH_PLUGINS='{"tool/fs":{"protocol":"grpc","protocol_version":1,"pid":`+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("debug line %q: %v\n%s", line, err, stderr.String())
+	}
+	value := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(line), "PLEXUS_REATTACH_PLUGINS='"), "'")
+	r := plexus(t, t.TempDir(), "", []string{"PLEXUS_REATTACH_PLUGINS=" + value}, "plugins")
+	if r.code != 0 || !strings.Contains(r.stdout, "debug attach") || !strings.Contains(r.stdout, "read_file, list_files") {
+		t.Errorf("plugins with the debug line: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if zombie(cmd.Process.Pid) {
+		t.Error("plexus stopped the debugged plugin")
+	}
+	r = plexus(t, t.TempDir(), "", []string{"PLEXUS_REATTACH_PLUGINS={bad"}, "plugins")
+	if r.code != 2 || !strings.Contains(r.stderr, "PLEXUS_REATTACH_PLUGINS is not a JSON object") {
+		t.Errorf("bad PLEXUS_REATTACH_PLUGINS: exit %d\n%s", r.code, r.stderr)
+	}
 }
 
 func TestModelsListsReplayScripts(t *testing.T) {

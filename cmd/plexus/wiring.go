@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -35,6 +36,25 @@ var builtins = map[plugins.Ref]func(){
 	{Kind: plugins.KindModel, Name: "ollama"}: ollama.Serve,
 	{Kind: plugins.KindModel, Name: "openai"}: openai.Serve,
 	{Kind: plugins.KindModel, Name: "replay"}: replay.Serve,
+}
+
+// builtinEnv are the host variables built-in plugins need beyond
+// plugins.DefaultEnv. The shell plugin gets the whole environment: it
+// builds each command's environment itself, from its own allow-list plus
+// the workspace policy's "env" names, which may name any variable.
+var builtinEnv = map[plugins.Ref][]string{
+	{Kind: plugins.KindTool, Name: "shell"}:   {"*"},
+	{Kind: plugins.KindModel, Name: "ollama"}: {"OLLAMA_*"},
+	{Kind: plugins.KindModel, Name: "openai"}: {openai.EnvBaseURL, openai.EnvAPIKey},
+	{Kind: plugins.KindModel, Name: "replay"}: {replay.EnvDir},
+}
+
+// envPluginEnv names the variable listing extra host variables every
+// plugin inherits (names or PREFIX_*, separated by commas or spaces).
+const envPluginEnv = "PLEXUS_PLUGIN_ENV"
+
+func extraPluginEnv() []string {
+	return strings.FieldsFunc(os.Getenv(envPluginEnv), func(r rune) bool { return r == ',' || r == ' ' })
 }
 
 func builtinRefs() []plugins.Ref {
@@ -82,11 +102,18 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		"ollama": nonEmpty(map[string]string{"host": g.ollamaHost}),
 		"openai": nonEmpty(map[string]string{"base_url": g.openaiBaseURL, "api_key": g.openaiAPIKey}),
 	}
+	reattach, err := plugins.ReattachFromEnv()
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
 	mgr, err := plugins.NewManager(plugins.Options{
-		Builtins: builtinRefs(),
-		Dirs:     g.pluginDirs,
-		Settings: settings,
-		Logger:   log,
+		Builtins:  builtinRefs(),
+		Dirs:      g.pluginDirs,
+		Settings:  settings,
+		Logger:    log,
+		Env:       extraPluginEnv(),
+		PluginEnv: builtinEnv,
+		Reattach:  reattach,
 	})
 	if err != nil {
 		return nil, err
@@ -241,10 +268,14 @@ func nonEmpty(m map[string]string) map[string]string {
 // plugin host runs to start a built-in plugin.
 func newPluginCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "plugin", Hidden: true, Short: "Internal: serve a built-in plugin"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "serve KIND NAME",
+	serveCmd := &cobra.Command{
+		Use:   "serve KIND NAME [--debug]",
 		Short: "Serve a built-in plugin over go-plugin (started by the plugin host, not by hand)",
-		Args:  cobra.ExactArgs(2),
+		Long: `Serve a built-in plugin over go-plugin. The plugin host runs this; run by
+hand with --debug, the plugin serves in debug mode: it prints a
+PLEXUS_REATTACH_PLUGINS=... line to give plexus, which then attaches to it
+instead of launching it, so it can run under a debugger.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			serve, ok := builtins[plugins.Ref{Kind: args[0], Name: args[1]}]
 			if !ok {
@@ -254,10 +285,12 @@ func newPluginCmd() *cobra.Command {
 				}
 				return usageErr("no built-in %s plugin %q; built-ins: %s", args[0], args[1], strings.Join(names, ", "))
 			}
-			serve()
+			serve() // reads --debug from os.Args itself
 			return nil
 		},
-	})
+	}
+	serveCmd.Flags().Bool("debug", false, "serve in debug mode and print the PLEXUS_REATTACH_PLUGINS line")
+	cmd.AddCommand(serveCmd)
 	return cmd
 }
 

@@ -1,10 +1,15 @@
 // Command plexus-tool-wordcount is a complete third-party Plexus tool
 // plugin: one tool, word_count, that counts the lines, words and bytes of
-// a file in the workspace. Build it into a plugin directory and Plexus
-// finds it by its name:
+// a file in the workspace. Install it (built, checked and recorded with its
+// SHA-256 in the plugin directory's lock file) and Plexus finds it by its
+// name:
 //
-//	go build -o ~/.local/share/plexus/plugins/plexus-tool-wordcount ./examples/plexus-tool-wordcount
+//	plexus plugins install ./examples/plexus-tool-wordcount
 //	plexus plugins
+//
+// Run it as plexus-tool-wordcount --debug (under a debugger, e.g. dlv exec
+// ... -- --debug) and give plexus the PLEXUS_REATTACH_PLUGINS line it
+// prints to debug it inside a real turn.
 //
 // It shows the whole plugin contract: describe the tools (name,
 // description for the model, JSON Schema of the input, risk), run a call

@@ -37,12 +37,12 @@ func spec(name string, readOnly bool) engine.ToolSpec {
 }
 
 // Tools lists noop, echo, sleep, crash, spawn_and_crash, ask, fail, pid,
-// log and search.
+// log, search and env.
 func (t *Tools) Tools(context.Context) ([]engine.ToolSpec, error) {
 	return []engine.ToolSpec{
 		spec("noop", true), spec("echo", true), spec("sleep", true), spec("crash", true),
 		spec("spawn_and_crash", false), spec("ask", false), spec("fail", true), spec("pid", true), spec("log", true),
-		spec("search", true),
+		spec("search", true), spec("env", true),
 	}, nil
 }
 
@@ -103,6 +103,9 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 		return engine.ToolResult{}, &engine.ToolError{Code: engine.ToolErrorCode(args.Code), Message: args.Message}
 	case "pid":
 		return engine.JSONResult(map[string]int{"pid": os.Getpid()}, "pid")
+	case "env":
+		// The plugin process's environment, and where its socket is.
+		return engine.JSONResult(map[string]any{"env": os.Environ(), "socket_dir": os.Getenv("PLUGIN_UNIX_SOCKET_DIR")}, "env")
 	case "log":
 		if t.Log != nil {
 			t.Log.Warn(args.Text, "tool", "log")
