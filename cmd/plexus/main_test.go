@@ -537,9 +537,9 @@ func TestOllamaUnreachable(t *testing.T) {
 func TestThirdPartyPlugin(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"PLEXUS_PLUGIN_PATH=" + dir}
-	r := plexus(t, repoRoot, "", env, "plugins", "install", "./examples/plexus-tool-wordcount")
-	bin := filepath.Join(dir, "plexus-tool-wordcount")
-	if r.code != 0 || !strings.Contains(r.stdout, `installed tool plugin "wordcount": `+bin) || !strings.Contains(r.stdout, "tools     word_count") {
+	r := plexus(t, repoRoot, "", env, "plugins", "install", "./examples/plexus-tool-loc")
+	bin := filepath.Join(dir, "plexus-tool-loc")
+	if r.code != 0 || !strings.Contains(r.stdout, `installed tool plugin "loc": `+bin) || !strings.Contains(r.stdout, "tools     count_lines_of_code") {
 		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	lock, err := os.ReadFile(filepath.Join(dir, "plexus-plugins.lock"))
@@ -557,8 +557,8 @@ func TestThirdPartyPlugin(t *testing.T) {
 		t.Fatalf("lock file %s: %v", lock, err)
 	}
 	e := lf.Plugins[0]
-	if e.Kind != "tool" || e.Name != "wordcount" || e.File != "plexus-tool-wordcount" || e.Version != "(devel)" || len(e.SHA256) != 64 ||
-		e.Source != filepath.Join(repoRoot, "examples/plexus-tool-wordcount") || len(e.ProtocolVersions) != 1 || e.ProtocolVersions[0] != 1 {
+	if e.Kind != "tool" || e.Name != "loc" || e.File != "plexus-tool-loc" || e.Version != "(devel)" || len(e.SHA256) != 64 ||
+		e.Source != filepath.Join(repoRoot, "examples/plexus-tool-loc") || len(e.ProtocolVersions) != 1 || e.ProtocolVersions[0] != 1 {
 		t.Errorf("lock entry %+v", e)
 	}
 	r = plexus(t, t.TempDir(), "", env, "plugins")
@@ -566,21 +566,22 @@ func TestThirdPartyPlugin(t *testing.T) {
 		t.Fatalf("plugins: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{"tool   fs", "read_file, list_files, write_file, edit_file, delete_file", "tool   search", "search_symbols, search_text, vector_search", "run_command (approval)",
-		"model  ollama", "tool   wordcount  (devel)    ok (" + e.SHA256[:8] + ")  " + bin + "  word_count"} {
+		"model  ollama", "tool   loc     (devel)    ok (" + e.SHA256[:8] + ")  " + bin + "  count_lines_of_code"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("plugins output lacks %q:\n%s", want, r.stdout)
 		}
 	}
 	ws := t.TempDir()
-	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one two three\nfour five\n"), 0o644)
-	script := "replay:" + filepath.Join(repoRoot, "cmd/plexus/testdata/wordcount.jsonl")
+	os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n\n// main does nothing.\nfunc main() {}\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "tool.py"), []byte("# a tool\nprint(1)\n"), 0o644)
+	script := "replay:" + filepath.Join(repoRoot, "cmd/plexus/testdata/loc.jsonl")
 	r = plexus(t, ws, "", env, "run", "--model", script, "count")
-	if r.code != 0 || !strings.Contains(r.stdout, "notes.txt has 5 words.") || !strings.Contains(r.stderr, "✓ word_count path=notes.txt — 2 lines, 5 words, 24 bytes in notes.txt") {
+	if r.code != 0 || !strings.Contains(r.stdout, "The workspace has 3 lines of code.") || !strings.Contains(r.stderr, "✓ count_lines_of_code — 3 lines of code in 2 files, 2 languages (Go 2, Python 1)") {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	noProcessesLeft(t, bin)
 	r = plexus(t, ws, "", env, "plugins", "verify")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "ok  tool/wordcount  "+bin+"  (devel)") {
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "ok  tool/loc  "+bin+"  (devel)") {
 		t.Errorf("verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
@@ -598,7 +599,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 			t.Errorf("run after a changed byte: stderr lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	if strings.Contains(r.stderr, "✓ word_count") {
+	if strings.Contains(r.stderr, "✓ count_lines_of_code") {
 		t.Errorf("the changed binary ran:\n%s", r.stderr)
 	}
 	r = plexus(t, ws, "", env, "plugins")
@@ -606,7 +607,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 		t.Errorf("plugins after a changed byte: exit %d\n%s", r.code, r.stdout)
 	}
 	r = plexus(t, ws, "", env, "plugins", "verify")
-	if r.code != 1 || !strings.HasPrefix(r.stdout, "MODIFIED  tool/wordcount  "+bin) || !strings.Contains(r.stderr, "1 of 1 plugins failed verification") {
+	if r.code != 1 || !strings.HasPrefix(r.stdout, "MODIFIED  tool/loc  "+bin) || !strings.Contains(r.stderr, "1 of 1 plugins failed verification") {
 		t.Errorf("verify after a changed byte: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -616,7 +617,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 // a plugin.
 func TestPluginsInstallFromPath(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "wc")
-	build := exec.Command("go", "build", "-o", src, "./examples/plexus-tool-wordcount")
+	build := exec.Command("go", "build", "-o", src, "./examples/plexus-tool-loc")
 	build.Dir = repoRoot
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build example plugin: %v\n%s", err, out)

@@ -29,9 +29,9 @@ func newPluginsInstallCmd(g *globalFlags) *cobra.Command {
 		Long: `Install a third-party plugin into the first plugin directory (--plugin-dir,
 $PLEXUS_PLUGIN_PATH, else ~/.local/share/plexus/plugins):
 
-  plexus plugins install ./bin/plexus-tool-loc        an executable: copied
-  plexus plugins install ./examples/plexus-tool-wordcount   a directory: go build
-  plexus plugins install example.com/x/cmd/plexus-tool-loc@v1.2.0   go install
+  plexus plugins install ./bin/plexus-tool-loc                     an executable: copied
+  plexus plugins install ./examples/plexus-tool-loc                a directory: go build
+  plexus plugins install example.com/x/cmd/plexus-tool-loc@v1.2.0  go install
 
 The plugin is launched once through the plugin handshake to check that it is
 a Plexus plugin of the kind its name says (a tool plugin lists its tools),
@@ -135,7 +135,7 @@ func newPluginsRemoveCmd(g *globalFlags) *cobra.Command {
 				ref, ok = plugins.ParseBinaryName(plugins.BinaryName(plugins.Ref{Kind: kind, Name: name}))
 			}
 			if !ok {
-				return usageErr("%q: want KIND/NAME (tool/wordcount) or the file name (plexus-tool-wordcount)", args[0])
+				return usageErr("%q: want KIND/NAME (tool/loc) or the file name (plexus-tool-loc)", args[0])
 			}
 			if err := plugins.Uninstall(dir, ref); err != nil {
 				if errors.Is(err, os.ErrNotExist) {

@@ -174,7 +174,7 @@ func (r *renderer) event(e engine.Event) {
 }
 
 func (r *renderer) toolCall(d *engine.ToolCallEvent) {
-	call := d.Name + " " + formatArgs(d.Args)
+	call := strings.TrimSpace(d.Name + " " + formatArgs(d.Args))
 	switch d.Status {
 	case engine.ToolStarted:
 		if r.verbose {
