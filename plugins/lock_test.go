@@ -287,7 +287,7 @@ func TestInstall(t *testing.T) {
 // handshake works, but it does not serve the model service.
 func TestInstallWrongKind(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "plexus-model-words")
-	build := exec.Command("go", "build", "-o", src, "../examples/plexus-tool-wordcount")
+	build := exec.Command("go", "build", "-o", src, "../examples/plexus-tool-loc")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}

@@ -24,7 +24,7 @@ func newPluginsCmd(g *globalFlags) *cobra.Command {
 and checksum state (third-party plugins are launched only when their SHA-256
 matches plexus-plugins.lock). A plugin that fails to start is listed with
 the reason. Subcommands install, verify and remove manage third-party
-plugins.`,
+plugins; check runs the conformance checks against a plugin binary.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), false, nil)
@@ -64,7 +64,7 @@ plugins.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "describe each tool")
-	cmd.AddCommand(newPluginsInstallCmd(g), newPluginsVerifyCmd(g), newPluginsRemoveCmd(g))
+	cmd.AddCommand(newPluginsInstallCmd(g), newPluginsVerifyCmd(g), newPluginsRemoveCmd(g), newPluginsCheckCmd())
 	return cmd
 }
 

@@ -580,6 +580,14 @@ func TestThirdPartyPlugin(t *testing.T) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	noProcessesLeft(t, bin)
+	r = plexus(t, ws, "", env, "plugins", "check", bin)
+	if r.code != 0 || !strings.Contains(r.stdout, "ok    handshake\n") || !strings.Contains(r.stdout, "ok    stop\n") || !strings.Contains(r.stdout, "tool  count_lines_of_code (risk low") {
+		t.Errorf("plugins check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = plexus(t, ws, "", env, "plugins", "check", "/bin/true")
+	if r.code != 1 || !strings.Contains(r.stdout, "FAIL  handshake: the plugin did not complete the handshake") {
+		t.Errorf("plugins check of a non-plugin: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	r = plexus(t, ws, "", env, "plugins", "verify")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "ok  tool/loc  "+bin+"  (devel)") {
 		t.Errorf("verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)

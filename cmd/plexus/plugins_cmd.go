@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/plugins/plugintest"
 )
 
 // installDir is where plugins install, remove and the lock file go: the
@@ -175,4 +176,46 @@ func joinInts(ns []int) string {
 		s[i] = fmt.Sprint(n)
 	}
 	return strings.Join(s, ",")
+}
+
+func newPluginsCheckCmd() *cobra.Command {
+	var kind string
+	cmd := &cobra.Command{
+		Use:   "check BINARY [-- ARGS...]",
+		Short: "Run the plugin conformance checks against a plugin binary",
+		Long: `Launch a plugin binary (installed or not) as Plexus does and check the
+contract every plugin must keep: the handshake and protocol version, nothing
+written to stdout, a valid description (tool names, descriptions, input
+schemas, risk levels), typed errors for an unknown tool and for arguments
+that are not an object, 16 concurrent calls, and an exit within 5 s of being
+stopped. One line per check; exit 1 if any fails. The same checks run in Go
+tests with plugintest.Conformance.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if kind != "" && kind != plugins.KindTool && kind != plugins.KindModel {
+				return usageErr("--kind is tool or model, not %q", kind)
+			}
+			r := plugintest.Check(cmd.Context(), args[0], plugintest.Options{Kind: kind, Args: args[1:]})
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s plugin %s\n", r.Kind, r.Path)
+			failed := 0
+			for _, c := range r.Results {
+				if c.Err != nil {
+					failed++
+					fmt.Fprintf(out, "FAIL  %s: %v\n", c.Name, c.Err)
+					continue
+				}
+				fmt.Fprintf(out, "ok    %s\n", c.Name)
+			}
+			for _, t := range r.Tools {
+				fmt.Fprintf(out, "tool  %s (risk %s, read-only %v, needs approval %v)\n", t.Name, t.Risk, t.ReadOnly, t.NeedsApproval)
+			}
+			if failed > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed", failed, len(r.Results))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kind, "kind", "", "tool or model (default from the name plexus-KIND-NAME, else tool)")
+	return cmd
 }
