@@ -388,14 +388,17 @@ func TestStreamableHTTP(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(node, script, "streamableHttp")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	cmd.Stderr = tWriter{t}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	start := func() *exec.Cmd {
+		cmd := exec.Command(node, script, "streamableHttp")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitListening(t, port)
+		return cmd
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	waitListening(t, port)
+	cmd := start()
 
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	ts := mcp.New(&mcp.Config{Servers: map[string]mcp.ServerConfig{
@@ -422,6 +425,27 @@ func TestStreamableHTTP(t *testing.T) {
 	if err != nil || n < 1 {
 		t.Errorf("progress over HTTP: %d updates, %v", n, err)
 	}
+
+	// The server dies during a call: that call fails with
+	// ErrPluginCrashed; once the server is back, the next call opens a
+	// new session.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ts.Invoke(context.Background(), engine.InvokeRequest{Tool: "web__trigger-long-running-operation", Args: json.RawMessage(`{"duration":10,"steps":10}`)}, func(engine.ToolUpdate) {})
+		errc <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := <-errc; !errors.Is(err, engine.ErrPluginCrashed) {
+		t.Errorf("call during the server's death: %v", err)
+	} else {
+		t.Logf("call during the server's death: %v", err)
+	}
+	start()
+	if res, err := invoke(t, ts, "web__echo", `{"message":"back"}`); err != nil || !strings.Contains(res.Summary, "back") {
+		t.Errorf("call on a new session: %v %v", res, err)
+	}
 }
 
 func waitListening(t *testing.T, port int) {
@@ -436,4 +460,46 @@ func waitListening(t *testing.T, port int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("nothing listens on port %d", port)
+}
+
+// TestCloseKillsProcessGroup: a server started through a shell leaves a
+// child that ignores the end of stdin (as npx's children may); Close
+// kills it too.
+func TestCloseKillsProcessGroup(t *testing.T) {
+	node, script := npmServer(t, "everything")
+	ts := mcp.New(&mcp.Config{Servers: map[string]mcp.ServerConfig{
+		"every": {Command: "sh", Args: []string{"-c", `sleep 300 & "$0" "$1"`, node, script}},
+	}}, mcp.Options{Logger: testLogger(t), TerminateTimeout: 500 * time.Millisecond})
+	defer ts.Close()
+	pgid := serverPid(t, ts, "every")
+	members := groupMembers(pgid)
+	if len(members) < 3 { // sh, sleep, node
+		t.Fatalf("process group %d has %v", pgid, members)
+	}
+	ts.Close()
+	for _, p := range members {
+		if alive(p) {
+			t.Errorf("process %d of the server's group still running after Close", p)
+		}
+	}
+}
+
+// groupMembers lists the live processes of process group pgid.
+func groupMembers(pgid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		var pid int
+		fmt.Sscan(e.Name(), &pid)
+		if len(fields) > 2 && fields[2] == fmt.Sprint(pgid) && fields[0] != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

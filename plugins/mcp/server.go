@@ -390,7 +390,7 @@ func (s *server) call(ctx context.Context, tool string, args json.RawMessage, on
 	}
 	if what, ok := s.crashed(c, err); ok {
 		return engine.ToolResult{}, &engine.ToolError{Code: engine.ToolCodePluginCrashed,
-			Message: fmt.Sprintf("MCP server %q %s during %s; it is restarted on the next call (%v)", s.name, what, tool, s.explainCrash(err))}
+			Message: fmt.Sprintf("MCP server %q %s during %s; the next call reconnects (%v)", s.name, what, tool, s.explainCrash(err))}
 	}
 	return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "MCP server %q: %v", s.name, err)
 }
