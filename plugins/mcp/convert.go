@@ -135,7 +135,7 @@ func summary(r callResult) string {
 		}
 	}
 	if len(line) > 120 {
-		line = line[:117] + "..."
+		line = strings.ToValidUTF8(line[:117], "") + "..."
 	}
 	return line
 }
