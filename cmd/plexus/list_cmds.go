@@ -12,19 +12,22 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/plugins/mcp"
 )
 
 func newPluginsCmd(g *globalFlags) *cobra.Command {
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "plugins",
-		Short: "List built-in and discovered plugins with their tools",
-		Long: `List the built-in plugins and those found in the plugin directories
-(--plugin-dir), starting each once to ask what it offers, with its version
-and checksum state (third-party plugins are launched only when their SHA-256
-matches plexus-plugins.lock). A plugin that fails to start is listed with
-the reason. Subcommands install, verify and remove manage third-party
-plugins; check runs the conformance checks against a plugin binary.`,
+		Short: "List built-in and discovered plugins and MCP servers with their tools",
+		Long: `List the built-in plugins, those found in the plugin directories
+(--plugin-dir) and the MCP servers of --mcp-config (kind "mcp", with the
+transport and the command or URL), starting each once to ask what it offers,
+with its version and checksum state (third-party plugins are launched only
+when their SHA-256 matches plexus-plugins.lock). A plugin or server that
+fails to start is listed with the reason. Subcommands install, verify and
+remove manage third-party plugins; check runs the conformance checks against
+a plugin binary.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), false, nil)
@@ -34,7 +37,14 @@ plugins; check runs the conformance checks against a plugin binary.`,
 			defer rt.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
+			var servers []mcp.ServerStatus
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				servers = rt.mcp.Describe(ctx)
+			}()
 			statuses := rt.plugins.Describe(ctx)
+			<-done
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "KIND\tNAME\tVERSION\tCHECKSUM\tSOURCE\tOFFERS")
 			failed := 0
@@ -48,17 +58,29 @@ plugins; check runs the conformance checks against a plugin binary.`,
 					failed++
 				}
 			}
+			for _, s := range servers {
+				fmt.Fprintf(tw, "mcp\t%s\t%s: %s\t%s\n", s.Name, s.Transport, s.Target, toolNames(s.Tools, s.Err))
+				if s.Err != nil {
+					failed++
+				}
+			}
 			tw.Flush()
 			if verbose {
-				for _, s := range statuses {
-					for _, t := range s.Tools {
-						fmt.Fprintf(cmd.OutOrStdout(), "\n%s (%s plugin; risk %s, read-only %v, needs approval %v)\n  %s\n",
-							t.Name, s.Name, t.Risk, t.ReadOnly, t.NeedsApproval, t.Description)
+				describe := func(tools []engine.ToolSpec, source string) {
+					for _, t := range tools {
+						fmt.Fprintf(cmd.OutOrStdout(), "\n%s (%s; risk %s, read-only %v, needs approval %v)\n  %s\n",
+							t.Name, source, t.Risk, t.ReadOnly, t.NeedsApproval, t.Description)
 					}
+				}
+				for _, s := range statuses {
+					describe(s.Tools, s.Name+" plugin")
+				}
+				for _, s := range servers {
+					describe(s.Tools, s.Name+" MCP server")
 				}
 			}
 			if failed > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d of %d plugins failed to start", failed, len(statuses))}
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d plugins and MCP servers failed to start", failed, len(statuses)+len(servers))}
 			}
 			return nil
 		},
@@ -88,14 +110,21 @@ func checksumState(s plugins.PluginStatus) string {
 }
 
 func offers(s plugins.PluginStatus) string {
-	if s.Err != nil {
-		return "FAILED: " + s.Err.Error()
-	}
-	if s.Kind == plugins.KindModel {
+	if s.Kind == plugins.KindModel && s.Err == nil {
 		return "models (see 'plexus models')"
 	}
-	names := make([]string, len(s.Tools))
-	for i, t := range s.Tools {
+	return toolNames(s.Tools, s.Err)
+}
+
+// toolNames lists tools, marking those that need approval, or says why
+// there are none.
+func toolNames(tools []engine.ToolSpec, err error) string {
+	if err != nil {
+		// One table row: a server's stderr tail goes on the same line.
+		return "FAILED: " + strings.ReplaceAll(strings.ReplaceAll(err.Error(), "\n  ", " | "), "\n", " ")
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
 		names[i] = t.Name
 		if t.NeedsApproval {
 			names[i] += " (approval)"

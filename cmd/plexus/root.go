@@ -29,6 +29,11 @@ type globalFlags struct {
 	dataDir       string
 	embedModel    string
 	rerankModel   string
+	// mcpConfig is the MCP server configuration file; mcpConfigOptional
+	// is set when it is the default DATA_DIR/mcp.json, which may be
+	// missing.
+	mcpConfig         string
+	mcpConfigOptional bool
 	// longRunning is set by serve: the index then embeds new chunks in
 	// the background.
 	longRunning bool
@@ -47,7 +52,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Plexus: a pluggable agent engine for coding tools",
 		Long: `Plexus runs agent turns on a repository: a model (Ollama, any OpenAI-compatible
 server, or a recorded replay script) calls tools (files, search, shell) that run
-as separate plugin processes.
+as separate plugin processes, and may call the tools of configured MCP servers
+(--mcp-config).
 
 Models are named PROVIDER:MODEL, for example ollama:qwen2.5-coder:7b,
 openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
@@ -67,6 +73,7 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	pf.StringVar(&g.dataDir, "data-dir", "", "where Plexus keeps its database (code index) (default $PLEXUS_DATA_DIR, else $XDG_DATA_HOME/plexus)")
 	pf.StringVar(&g.embedModel, "embed-model", "", "model that embeds code for vector search, PROVIDER:MODEL, or none (default: the --model)")
 	pf.StringVar(&g.rerankModel, "rerank-model", "", "model that reranks retrieved code after the feature-based rerank, PROVIDER:MODEL (default: none)")
+	pf.StringVar(&g.mcpConfig, "mcp-config", "", `MCP servers whose tools the agent may call, a JSON file {"mcpServers": {NAME: {"command": ..., "args": [...]} or {"url": ...}}} (default $PLEXUS_MCP_CONFIG, else DATA_DIR/mcp.json when it exists)`)
 	pf.IntVar(&g.numCtx, "num-ctx", 0, "context window in tokens asked of the model (Ollama's num_ctx), capped at the model's context length; 0 sizes it from each prompt (Ollama: at least 8192)")
 	pf.DurationVar(&g.keepAlive, "keep-alive", 0, "how long Ollama keeps the model loaded after a call, e.g. 30m (0: Ollama's default)")
 	pf.IntVar(&g.maxSteps, "max-steps", engine.DefaultMaxSteps, "most model calls in one turn")
@@ -107,6 +114,12 @@ func (g *globalFlags) applyEnvDefaults() {
 	}
 	if g.dataDir == "" {
 		g.dataDir = defaultDataDir()
+	}
+	if g.mcpConfig == "" {
+		g.mcpConfig = os.Getenv("PLEXUS_MCP_CONFIG")
+	}
+	if g.mcpConfig == "" {
+		g.mcpConfig, g.mcpConfigOptional = filepath.Join(g.dataDir, "mcp.json"), true
 	}
 }
 

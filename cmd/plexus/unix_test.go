@@ -19,55 +19,11 @@ import (
 // that the socket is gone.
 func TestServeUnix(t *testing.T) {
 	ws, script := calcFixture(t)
-	sock := filepath.Join(t.TempDir(), "plexus.sock")
-	cmd := exec.Command(plexusBin, "serve", "--transport", "unix", "--socket", sock, "-w", ws, "--model", "replay:"+script)
-	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir())
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "serving JSON-RPC on unix socket") {
-				close(ready)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no serving line")
-	}
+	u := startUnix(t, "-w", ws, "--model", "replay:"+script)
+	cmd, sock, enc, read := u.cmd, u.sock, u.enc, u.read
 	fi, err := os.Lstat(sock)
 	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket %v %v", fi, err)
-	}
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(60 * time.Second))
-	enc, sc := json.NewEncoder(c), bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	read := func() map[string]any {
-		t.Helper()
-		if !sc.Scan() {
-			t.Fatalf("read: %v", sc.Err())
-		}
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("%v: %s", err, sc.Bytes())
-		}
-		return m
-	}
-	enc.Encode(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
-		"protocol_version": "1.0.0", "client_info": map[string]any{"name": "test", "version": "1"}}})
-	if m := read(); m["result"].(map[string]any)["status"] != "ready" {
-		t.Fatalf("initialize: %v", m)
 	}
 	// The first turn of fixScript plans, reads calc.go and proposes an
 	// edit; the edit needs approval, which is denied here.
@@ -105,4 +61,68 @@ func TestServeUnix(t *testing.T) {
 	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is still there after shutdown: %v", err)
 	}
+}
+
+// unixServer is plexus serve --transport unix on a private socket, with an
+// initialized JSON-RPC connection to it.
+type unixServer struct {
+	cmd  *exec.Cmd
+	sock string
+	enc  *json.Encoder
+	// read returns the next message, failing the test after 60 s.
+	read func() map[string]any
+}
+
+// startUnix starts plexus serve --transport unix with args (and a private
+// plugin and data directory unless env overrides them), connects and
+// initializes the connection.
+func startUnix(t *testing.T, args ...string) *unixServer {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "plexus.sock")
+	cmd := exec.Command(plexusBin, append([]string{"serve", "--transport", "unix", "--socket", sock}, args...)...)
+	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir())
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "serving JSON-RPC on unix socket") {
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no serving line")
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	enc, sc := json.NewEncoder(c), bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	read := func() map[string]any {
+		t.Helper()
+		if !sc.Scan() {
+			t.Fatalf("read: %v", sc.Err())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%v: %s", err, sc.Bytes())
+		}
+		return m
+	}
+	enc.Encode(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocol_version": "1.0.0", "client_info": map[string]any{"name": "test", "version": "1"}}})
+	if m := read(); m["result"].(map[string]any)["status"] != "ready" {
+		t.Fatalf("initialize: %v", m)
+	}
+	return &unixServer{cmd: cmd, sock: sock, enc: enc, read: read}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/plexus-agent/plexus/models/openai"
 	"github.com/plexus-agent/plexus/models/replay"
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/plugins/mcp"
 	fstool "github.com/plexus-agent/plexus/tools/fs"
 	"github.com/plexus-agent/plexus/tools/search"
 	"github.com/plexus-agent/plexus/tools/shell"
@@ -76,6 +78,7 @@ func builtinRefs() []plugins.Ref {
 type runtime struct {
 	log       *slog.Logger
 	plugins   *plugins.Manager
+	mcp       *mcp.Toolset
 	index     *index.Service
 	store     *store.Store
 	patcher   *patch.Patcher
@@ -136,6 +139,12 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		return nil, err
 	}
 	rt := &runtime{log: log, plugins: mgr, index: idx, patcher: patch.NewPatcher()}
+	mcpCfg, err := g.loadMCPConfig()
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	rt.mcp = mcp.New(mcpCfg, mcp.Options{Logger: log, ClientVersion: version})
 	if err := g.openState(rt); err != nil {
 		rt.Close()
 		return nil, err
@@ -148,7 +157,7 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		Searcher:   idx,
 		Retriever:  idx,
 		Models:     models,
-		Tools:      mgr.Toolset(),
+		Tools:      plugins.NewUnion(mgr.Toolset(), rt.mcp),
 		Model:      ref,
 		Logger:     log,
 		MaxSteps:   g.maxSteps,
@@ -205,7 +214,25 @@ func (r *runtime) Close() {
 		r.store.Close()
 	}
 	r.patcher.Close()
+	if r.mcp != nil {
+		r.mcp.Close()
+	}
 	r.plugins.Close()
+}
+
+// loadMCPConfig reads --mcp-config; a missing default file means no MCP
+// servers.
+func (g *globalFlags) loadMCPConfig() (*mcp.Config, error) {
+	if g.mcpConfigOptional {
+		if _, err := os.Stat(g.mcpConfig); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	cfg, err := mcp.LoadConfig(g.mcpConfig)
+	if err != nil {
+		return nil, usageErr("--mcp-config: %v", err)
+	}
+	return cfg, nil
 }
 
 // openIndex opens the code index in the data directory. Chunks are
