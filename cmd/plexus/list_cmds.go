@@ -59,7 +59,11 @@ a plugin binary.`,
 				}
 			}
 			for _, s := range servers {
-				fmt.Fprintf(tw, "mcp\t%s\t%s: %s\t%s\n", s.Name, s.Transport, s.Target, toolNames(s.Tools, s.Err))
+				ver := s.Version
+				if ver == "" {
+					ver = "-"
+				}
+				fmt.Fprintf(tw, "mcp\t%s\t%s\t-\t%s: %s\t%s\n", s.Name, ver, s.Transport, s.Target, toolNames(s.Tools, s.Err))
 				if s.Err != nil {
 					failed++
 				}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,6 +109,10 @@ type ServerStatus struct {
 	Tools []engine.ToolSpec
 	// Pid is a running stdio server's pid, 0 otherwise.
 	Pid int
+	// Version is the connected server's name and version as it gave them
+	// when the session began ("secure-filesystem-server 0.2.0"); "" when
+	// not connected.
+	Version string
 	// Err is why the server could not be started or listed.
 	Err error
 }
@@ -121,6 +126,11 @@ func (t *Toolset) Describe(ctx context.Context) []ServerStatus {
 		out[i] = ServerStatus{Name: s.name, Transport: s.cfg.Transport(), Target: s.cfg.Target(), Tools: lists[i].specs, Err: lists[i].err}
 		s.mu.Lock()
 		out[i].Pid = s.pid
+		if s.sess != nil {
+			if r := s.sess.InitializeResult(); r != nil && r.ServerInfo != nil {
+				out[i].Version = strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
+			}
+		}
 		s.mu.Unlock()
 	}
 	return out
