@@ -167,7 +167,7 @@ func TestPluginsListsMCPServers(t *testing.T) {
 	}
 	for _, want := range []string{
 		"mcp    every", "stdio: ", "server-everything/dist/index.js", "every__get-sum, ",
-		"mcp    fs", "fs__write_file (approval)", "fs__read_text_file, ",
+		"mcp    fs      secure-filesystem-server ", "mcp    every   mcp-servers/everything ", "fs__write_file (approval)", "fs__read_text_file, ",
 		`mcp    gone`, `FAILED: start MCP server "gone" (stdio plexus-no-such-mcp-server): command "plexus-no-such-mcp-server" not found`,
 		"tool   fs", "read_file, list_files",
 	} {
