@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"sync"
@@ -64,7 +64,8 @@ type Summarizer interface{ Summary() string }
 
 // Call is one tool call as Invoke sees it: where it runs and how to report
 // on it. Its methods are safe for concurrent use by the goroutines of one
-// Invoke; a Call must not be used after Invoke returns.
+// Invoke; after Invoke returns, Root and ReadFile fail and updates are
+// dropped.
 type Call struct {
 	// ID is the engine's id of the call.
 	ID string
@@ -83,10 +84,15 @@ type Call struct {
 	mu      sync.Mutex
 	root    *workspace.Root
 	rootErr error
+	done    bool // Invoke has returned
 }
 
+// errCallDone is what a Call's methods return after its Invoke returned.
+var errCallDone = engine.ToolErrorf(engine.ToolCodeFailed, "the tool call has ended; a Call must not be used after Invoke returns")
+
 // Progress reports how far the call has come; percent in [0, 100], or
-// negative when the tool cannot tell.
+// negative when the tool cannot tell. Updates after Invoke returned are
+// dropped.
 func (c *Call) Progress(message string, percent float64) {
 	p := &engine.ToolProgress{Message: message}
 	if percent >= 0 {
@@ -105,16 +111,22 @@ func (c *Call) Output(stream, text string) {
 func (c *Call) update(u engine.ToolUpdate) {
 	c.mu.Lock() // onUpdate must never be called concurrently
 	defer c.mu.Unlock()
-	c.onUpdate(u)
+	if !c.done {
+		c.onUpdate(u)
+	}
 }
 
 // Root returns the call's workspace, opened on first use and closed when
 // Invoke returns. Resolve every path the model gives through it: it
 // refuses "..", absolute paths outside the workspace and symlinks that
-// lead out, and Walk lists files the way git sees them.
+// lead out, and Walk lists files the way git sees them. After Invoke
+// returned it fails.
 func (c *Call) Root() (*workspace.Root, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.done {
+		return nil, errCallDone
+	}
 	if c.root == nil && c.rootErr == nil {
 		c.root, c.rootErr = workspace.Open(c.Workspace)
 		if c.rootErr != nil {
@@ -126,30 +138,31 @@ func (c *Call) Root() (*workspace.Root, error) {
 
 // ReadFile returns the content of a workspace file as the model sees it:
 // the pending content when an edit earlier in the same model response
-// changed it, else the file on disk. Errors are *engine.ToolError values
-// the model understands: permission_denied for a path outside the
-// workspace, not_found for a missing (or pending-deleted) file.
+// changed it, else the file on disk. Symlinks inside the workspace are
+// followed (an absolute one too), as the built-in file tools do. Errors
+// are *engine.ToolError values the model understands (see
+// workspace.Root.ToolError): permission_denied for a path outside the
+// workspace, not_found for a missing (or pending-deleted) file,
+// invalid_input for a path no file can have.
 func (c *Call) ReadFile(path string) ([]byte, error) {
 	root, err := c.Root()
 	if err != nil {
 		return nil, err
 	}
-	rel, err := root.Resolve(path)
+	real, err := root.Real(path)
 	if err != nil {
-		return nil, engine.ToolErrorf(engine.ToolCodePermissionDenied, "%v", err)
+		return nil, root.ToolError(c.Tool, path, err)
 	}
-	if o, ok := c.req.Overlay[rel]; ok {
+	// The engine keys pending edits by the real slash path.
+	if o, ok := c.req.Overlay[filepath.ToSlash(real)]; ok {
 		if o.Deleted {
-			return nil, engine.ToolErrorf(engine.ToolCodeNotFound, "%s is deleted by a pending edit", path)
+			return nil, engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %s is deleted by a pending edit", c.Tool, path)
 		}
 		return o.Content, nil
 	}
-	data, err := root.FS().ReadFile(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, engine.ToolErrorf(engine.ToolCodeNotFound, "%s does not exist in the workspace", path)
-	}
+	data, err := root.FS().ReadFile(real)
 	if err != nil {
-		return nil, engine.ToolErrorf(engine.ToolCodeFailed, "read %s: %v", path, root.FSError(rel, err))
+		return nil, root.ToolError(c.Tool, path, err)
 	}
 	return data, nil
 }
@@ -161,6 +174,7 @@ func (c *Call) Host() engine.ToolHost { return c.req.Host }
 func (c *Call) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.done = true
 	if c.root != nil {
 		c.root.Close()
 	}

@@ -30,6 +30,9 @@ func (o greetOut) Summary() string { return "greeted: " + o.Text }
 
 type greet struct{}
 
+// kept is a Call a tool kept past its Invoke.
+var kept *plugins.Call
+
 func (greet) Describe() plugins.ToolInfo {
 	return plugins.ToolInfo{Name: "greet", Description: "Greet someone."}
 }
@@ -42,6 +45,9 @@ func (greet) Invoke(ctx context.Context, call *plugins.Call, in greetIn) (greetO
 		return greetOut{}, engine.ToolErrorf(engine.ToolCodeNotFound, "no such person")
 	case "plain-error":
 		return greetOut{}, errors.New("disk on fire")
+	case "keep":
+		kept = call
+		return greetOut{Text: "kept"}, nil
 	case "wait":
 		<-ctx.Done()
 		return greetOut{}, ctx.Err()
@@ -188,6 +194,36 @@ func TestSDKToolOverGRPC(t *testing.T) {
 	if _, _, err := call(ctx, `{"name":"wait"}`, nil, nil); err == nil {
 		t.Error("a cancelled call succeeded")
 	}
+	// Symlinks: a pending edit is found through a link to its directory,
+	// and an absolute link that stays inside is followed.
+	os.Mkdir(filepath.Join(dir, "src"), 0o755)
+	os.WriteFile(filepath.Join(dir, "src", "a.go"), []byte("disk"), 0o644)
+	os.Symlink("src", filepath.Join(dir, "lnk"))
+	os.Symlink(filepath.Join(dir, "src", "a.go"), filepath.Join(dir, "abs.go"))
+	res, _, err = call(t.Context(), `{"name":"x","file":"lnk/a.go"}`, nil, map[string]engine.OverlayFile{"src/a.go": {Content: []byte("pending!")}})
+	if err != nil || !strings.Contains(string(res.Content), `"file_bytes":8`) {
+		t.Errorf("overlay through a symlink: %s %v", res.Content, err)
+	}
+	res, _, err = call(t.Context(), `{"name":"x","file":"abs.go"}`, nil, nil)
+	if err != nil || !strings.Contains(string(res.Content), `"file_bytes":4`) {
+		t.Errorf("absolute symlink inside the workspace: %s %v", res.Content, err)
+	}
+	_, _, err = call(t.Context(), `{"name":"x","file":"a\u0000b"}`, nil, nil)
+	if te := new(engine.ToolError); !errors.As(err, &te) || te.Code != engine.ToolCodeInvalidInput {
+		t.Errorf("NUL in a path: %v", err)
+	}
+	// A Call kept past its Invoke refuses to open the workspace again.
+	if _, _, err := call(t.Context(), `{"name":"keep"}`, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kept.Root(); err == nil || !strings.Contains(err.Error(), "must not be used after Invoke returns") {
+		t.Errorf("Root after Invoke: %v", err)
+	}
+	if _, err := kept.ReadFile("f.txt"); err == nil {
+		t.Error("ReadFile after Invoke succeeded")
+	}
+	kept.Progress("late", 1) // dropped, not a crash
+
 	// The plugin survived the panic.
 	if _, _, err := call(t.Context(), `{"name":"still here"}`, nil, nil); err != nil {
 		t.Errorf("after the panic: %v", err)

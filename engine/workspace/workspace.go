@@ -303,3 +303,31 @@ func joinOrDot(parts []string) string {
 	}
 	return strings.Join(parts, "/")
 }
+
+// ToolError turns an error of Resolve or Real for the path given, or of
+// an operation through FS on it, into the *engine.ToolError a tool
+// returns, so the model reads why: permission_denied for a path that
+// leaves the workspace (an *EscapeError, also one os.Root reported) or
+// that the operating system refused; invalid_input for a path no file can
+// have (a NUL byte); not_found for a missing file or a file used as a
+// directory; failed otherwise (a symlink loop, an I/O error). tool
+// prefixes the message.
+func (r *Root) ToolError(tool, given string, err error) *engine.ToolError {
+	err = r.FSError(given, err)
+	var esc *EscapeError
+	switch {
+	case errors.As(err, &esc):
+		return engine.ToolErrorf(engine.ToolCodePermissionDenied, "%s: %v", tool, esc)
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %v", tool, err)
+	case errors.Is(err, fs.ErrNotExist) && errors.Is(err, syscall.ENOTDIR):
+		return engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %v", tool, err)
+	case errors.Is(err, fs.ErrNotExist):
+		return engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %q does not exist in the workspace %s", tool, given, r.Dir())
+	case errors.Is(err, fs.ErrPermission):
+		return engine.ToolErrorf(engine.ToolCodePermissionDenied, "%s: the operating system refused access to %q: %v", tool, given, err)
+	case errors.Is(err, syscall.ELOOP):
+		return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q goes through a loop of symlinks: %v", tool, given, err)
+	}
+	return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q: %v", tool, given, err)
+}

@@ -28,7 +28,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
 )
 
@@ -102,15 +101,17 @@ func (countLines) Invoke(ctx context.Context, call *plugins.Call, in input) (res
 	if err != nil {
 		return result{}, err
 	}
-	rel, err := root.Resolve(dir)
+	real, err := root.Real(dir) // confined to the workspace, symlinks followed
 	if err != nil {
-		return result{}, engine.ToolErrorf(engine.ToolCodePermissionDenied, "%v", err)
+		return result{}, root.ToolError(call.Tool, dir, err)
 	}
 	out := result{Path: dir}
 	byLang := map[string]*LanguageCount{}
-	count := func(name string) error {
+	// count counts one file; size is its size on disk, checked before
+	// reading so that a huge file is never read.
+	count := func(name string, size int64) error {
 		lang := languageOf(name)
-		if lang == nil {
+		if lang == nil || size > maxFileBytes {
 			out.Skipped++
 			return nil
 		}
@@ -136,18 +137,22 @@ func (countLines) Invoke(ctx context.Context, call *plugins.Call, in input) (res
 		return nil
 	}
 
-	fi, err := root.FS().Stat(rel)
+	fi, err := root.FS().Stat(real)
 	switch {
 	case err != nil:
-		return result{}, engine.ToolErrorf(engine.ToolCodeNotFound, "%s does not exist in the workspace", dir)
+		return result{}, root.ToolError(call.Tool, dir, err)
 	case !fi.IsDir():
-		err = count(rel)
+		err = count(real, fi.Size())
 	default:
-		err = root.Walk(ctx, rel, workspaceWalk, func(name string, d fs.DirEntry) error {
+		err = root.Walk(ctx, real, workspaceWalk, func(name string, d fs.DirEntry) error {
 			if !d.Type().IsRegular() {
 				return nil
 			}
-			return count(name)
+			info, err := d.Info()
+			if err != nil {
+				return nil // gone since it was listed
+			}
+			return count(name, info.Size())
 		})
 	}
 	if err != nil {

@@ -56,7 +56,6 @@ package fs
 import (
 	"context"
 	"errors"
-	iofs "io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -263,23 +262,11 @@ func (t *Tools) resolve(tool string, root *workspace.Root, given string) (resolv
 // pathError turns an error about the path given (from workspace.Root or
 // an operation through its os.Root) into a *engine.ToolError.
 func pathError(tool string, root *workspace.Root, given string, err error) *engine.ToolError {
-	err = root.FSError(given, err)
-	var esc *workspace.EscapeError
-	switch {
-	case errors.As(err, &esc):
-		return engine.ToolErrorf(engine.ToolCodePermissionDenied, "%s: %v", tool, esc)
-	case errors.Is(err, engine.ErrInvalidRequest):
-		return engine.ToolErrorf(engine.ToolCodeInvalidInput, "%s: %v", tool, err)
-	case errors.Is(err, iofs.ErrNotExist) && errors.Is(err, syscall.ENOTDIR):
-		return engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %v", tool, err)
-	case errors.Is(err, iofs.ErrNotExist):
-		return engine.ToolErrorf(engine.ToolCodeNotFound, "%s: %q does not exist in the workspace %s; use list_files to see what is there", tool, given, root.Dir())
-	case errors.Is(err, iofs.ErrPermission):
-		return engine.ToolErrorf(engine.ToolCodePermissionDenied, "%s: the operating system refused access to %q: %v", tool, given, err)
-	case errors.Is(err, syscall.ELOOP):
-		return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q goes through a loop of symlinks: %v", tool, given, err)
+	te := root.ToolError(tool, given, err)
+	if te.Code == engine.ToolCodeNotFound && !errors.Is(err, syscall.ENOTDIR) {
+		te.Message += "; use list_files to see what is there"
 	}
-	return engine.ToolErrorf(engine.ToolCodeFailed, "%s: %q: %v", tool, given, err)
+	return te
 }
 
 // inGitDir reports whether a slash path has a .git component.
