@@ -77,6 +77,15 @@ func (a envAllow) filter(environ []string) []string {
 	return out
 }
 
+// FilterEnv returns the entries of environ (NAME=VALUE, as os.Environ)
+// that DefaultEnv or one of the extra lists allows, in order; an entry of a
+// list ending in "*" allows every name with that prefix. Tool sources that
+// start processes of their own (MCP stdio servers) use it to give them the
+// environment plugins get.
+func FilterEnv(environ []string, extra ...[]string) []string {
+	return newEnvAllow(append([][]string{defaultEnv}, extra...)...).filter(environ)
+}
+
 // pluginEnv is the environment of the plugin ref's process: the host's
 // variables that DefaultEnv, opts.Env or opts.PluginEnv[ref] allow.
 func pluginEnv(opts *Options, ref Ref) []string {

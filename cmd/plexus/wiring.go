@@ -144,7 +144,7 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		rt.Close()
 		return nil, err
 	}
-	rt.mcp = mcp.New(mcpCfg, mcp.Options{Logger: log, ClientVersion: version})
+	rt.mcp = mcp.New(mcpCfg, mcp.Options{Logger: log, ClientVersion: version, Env: extraPluginEnv()})
 	if err := g.openState(rt); err != nil {
 		rt.Close()
 		return nil, err

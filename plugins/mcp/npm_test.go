@@ -503,3 +503,29 @@ func groupMembers(pgid int) []int {
 	}
 	return out
 }
+
+// TestServerEnvironment checks a stdio server gets the plugin
+// environment: a secret of the host is withheld, a name Options.Env
+// allows passes, and the server's "env" is added.
+func TestServerEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-host-secret")
+	t.Setenv("PLEXUS_TEST_ALLOWED", "passed")
+	node, script := npmServer(t, "everything")
+	ts := mcp.New(&mcp.Config{Servers: map[string]mcp.ServerConfig{
+		"every": {Command: node, Args: []string{script, "stdio"}, Env: map[string]string{"FROM_CONFIG": "given"}},
+	}}, mcp.Options{Logger: testLogger(t), Env: []string{"PLEXUS_TEST_*"}})
+	t.Cleanup(func() { ts.Close() })
+	res, err := invoke(t, ts, "every__get-env", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(res.Content)
+	for _, want := range []string{"PLEXUS_TEST_ALLOWED", "passed", "FROM_CONFIG", "given", "PATH"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the server's environment lacks %s: %.400s", want, got)
+		}
+	}
+	if strings.Contains(got, "sk-host-secret") || strings.Contains(got, "OPENAI_API_KEY") {
+		t.Errorf("the host's API key reached the MCP server: %.400s", got)
+	}
+}

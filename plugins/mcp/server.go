@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/plexus-agent/plexus/plugins"
 	"io"
 	"log/slog"
 	"net/http"
@@ -206,7 +207,7 @@ func (s *server) dial() (sess *mcp.ClientSession, pid int, tools []*mcp.Tool, er
 			return nil, 0, nil, s.startErr(fmt.Errorf("command %q not found: %w (install it, or fix \"command\" in mcpServers.%s)", s.cfg.Command, errors.Unwrap(err), s.name))
 		}
 		cmd = exec.Command(path, s.cfg.Args...)
-		cmd.Env = os.Environ()
+		cmd.Env = plugins.FilterEnv(os.Environ(), s.opts.Env)
 		for k, v := range s.cfg.Env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}

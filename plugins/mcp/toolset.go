@@ -41,6 +41,11 @@ type Options struct {
 	// ClientVersion is the version in the client info sent to servers
 	// (default "dev").
 	ClientVersion string
+	// Env names the host environment variables a stdio server gets on
+	// top of plugins.DefaultEnv (entries ending in "*" are prefixes); the
+	// rest of the host's environment, API keys included, is withheld, as
+	// from plugins. A server's "env" in the config is always added.
+	Env []string
 }
 
 // Toolset is an engine.Toolset over the tools of configured MCP servers.
