@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"sync"
 	"time"
@@ -200,13 +201,7 @@ func (p *process) newClient() (*plugin.Client, error) {
 	if p.info.LockErr != nil {
 		return nil, p.info.LockErr
 	}
-	cmd := exec.Command(p.info.Path, p.info.Args...)
-	cmd.SysProcAttr = pluginSysProcAttr()
-	// go-plugin v1.8.0 passes UnixSocketConfig.TempDir to the plugin only
-	// with a RunnerFunc, so the plugin is told its socket directory here
-	// (the variable go-plugin's server reads).
-	cmd.Env = append(pluginEnv(p.opts, p.info.Ref), envUnixSocketDir+"="+p.socketDir)
-	cfg.Cmd = cmd
+	cfg.Cmd = launchCommand(p.info.Path, p.info.Args, pluginEnv(p.opts, p.info.Ref), p.socketDir)
 	cfg.SkipHostEnv = true
 	if e := p.info.Lock; e != nil {
 		sum, err := hex.DecodeString(e.SHA256)
@@ -216,6 +211,25 @@ func (p *process) newClient() (*plugin.Client, error) {
 		cfg.SecureConfig = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
 	}
 	return plugin.NewClient(cfg), nil
+}
+
+// LaunchCommand returns the command that starts the plugin binary at path
+// as the Manager does: in a process group of its own, with only the host
+// environment variables that DefaultEnv or extraEnv allow (see FilterEnv),
+// and told to create its socket in socketDir. Give it to go-plugin with
+// SkipHostEnv set. For harnesses such as plugintest.
+func LaunchCommand(path string, args []string, socketDir string, extraEnv []string) *exec.Cmd {
+	return launchCommand(path, args, FilterEnv(os.Environ(), extraEnv), socketDir)
+}
+
+func launchCommand(path string, args, env []string, socketDir string) *exec.Cmd {
+	cmd := exec.Command(path, args...)
+	cmd.SysProcAttr = pluginSysProcAttr()
+	// go-plugin v1.8.0 passes UnixSocketConfig.TempDir to the plugin only
+	// with a RunnerFunc, so the plugin is told its socket directory here
+	// (the variable go-plugin's server reads).
+	cmd.Env = append(env, envUnixSocketDir+"="+socketDir)
+	return cmd
 }
 
 // envUnixSocketDir is go-plugin's plugin.EnvUnixSocketDir.

@@ -195,7 +195,7 @@ tests with plugintest.Conformance.`,
 			if kind != "" && kind != plugins.KindTool && kind != plugins.KindModel {
 				return usageErr("--kind is tool or model, not %q", kind)
 			}
-			r := plugintest.Check(cmd.Context(), args[0], plugintest.Options{Kind: kind, Args: args[1:]})
+			r := plugintest.Check(cmd.Context(), args[0], plugintest.Options{Kind: kind, Args: args[1:], Env: extraPluginEnv()})
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s plugin %s\n", r.Kind, r.Path)
 			failed := 0

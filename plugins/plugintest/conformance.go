@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +32,11 @@ type Options struct {
 	Args []string
 	// Timeout bounds each step (default 20 s).
 	Timeout time.Duration
+	// Env names host environment variables the plugin gets on top of
+	// plugins.DefaultEnv, as Plexus passes the names in
+	// $PLEXUS_PLUGIN_ENV; the rest of the environment is withheld, as
+	// Plexus does.
+	Env []string
 }
 
 // Result is one check: its name and, when it failed, why.
@@ -59,10 +63,16 @@ func (r Report) Failed() bool {
 	return false
 }
 
+// forcedAfter is how long go-plugin's Client.Kill waits for a plugin to
+// exit on its own before killing it (v1.8.0, client.go).
+const forcedAfter = 2 * time.Second
+
 // toolName is the name rule model APIs share (OpenAI's function names).
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// Check launches the plugin at path as Plexus does and runs the
+// Check launches the plugin at path as Plexus does (its own process
+// group, the allow-listed environment, a private socket directory) and
+// runs the
 // conformance checks, in order; it stops at the first check the rest
 // depend on (the handshake). The checks:
 //
@@ -82,7 +92,8 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 //   - stdout: the plugin wrote nothing to stdout after the handshake
 //     (stdout belongs to the protocol; log to stderr).
 //   - alive: the plugin still answers a health check after all this.
-//   - stop: the process exits within 5 s of the host stopping it.
+//   - stop: the process exits on its own when the host closes the
+//     connection, before go-plugin resorts to killing it (2 s).
 func Check(ctx context.Context, path string, opts Options) Report {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 20 * time.Second
@@ -94,12 +105,22 @@ func Check(ctx context.Context, path string, opts Options) Report {
 		}
 	}
 	r := &Report{Path: path, Kind: opts.Kind}
+	socketDir, err := os.MkdirTemp("", "plexus-plugintest-")
+	if err == nil {
+		defer os.RemoveAll(socketDir)
+		err = os.Chmod(socketDir, 0o700)
+	}
+	if err != nil {
+		r.Results = append(r.Results, Result{Name: "handshake", Err: fmt.Errorf("create a socket directory: %w", err)})
+		return *r
+	}
 	var stdout syncBuffer
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig: plugins.Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{plugins.ProtocolVersion: {
 			plugins.KindTool: &plugins.ToolPlugin{}, plugins.KindModel: &plugins.ModelPlugin{}}},
-		Cmd:              exec.Command(path, opts.Args...),
+		Cmd:              plugins.LaunchCommand(path, opts.Args, socketDir, opts.Env),
+		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           hclog.NewNullLogger(),
 		StartTimeout:     opts.Timeout,
@@ -150,17 +171,13 @@ func Check(ctx context.Context, path string, opts Options) Report {
 		return nil
 	})
 	r.run("stop", func() error {
-		pid := 0
-		if rc := client.ReattachConfig(); rc != nil {
-			pid = rc.Pid
-		}
+		// go-plugin's Kill closes the connection, waits up to 2 s for the
+		// plugin to exit, and only then kills it: a Kill that takes that
+		// long means the plugin ignored the host's shutdown.
+		begin := time.Now()
 		client.Kill()
-		deadline := time.Now().Add(5 * time.Second)
-		for pid > 0 && syscall.Kill(pid, 0) == nil {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("process %d still runs 5 s after the host stopped it", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if took := time.Since(begin); took >= forcedAfter {
+			return fmt.Errorf("the plugin did not exit within %v of the host closing the connection, so it had to be killed; return from main when plugins.Serve returns and stop background work", forcedAfter)
 		}
 		return nil
 	})

@@ -26,6 +26,7 @@ func TestCheckCatchesBrokenPlugins(t *testing.T) {
 		{"stdout", map[string]string{"stdout": "wrote"}},
 		{"badspec", map[string]string{"describe": "1 to 64"}},
 		{"crash", map[string]string{"bad_arguments": "failure of the call itself"}},
+		{"linger", map[string]string{"stop": "did not exit within 2s"}},
 	}
 	for _, c := range cases {
 		t.Run(c.mode, func(t *testing.T) {

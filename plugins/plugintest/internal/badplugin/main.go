@@ -2,7 +2,8 @@
 // argument names, so the conformance check can be seen to catch it:
 // "stdout" writes to stdout during a call, "badspec" describes a tool
 // with an invalid name and no description, "crash" exits when a call's
-// arguments are not an object, "good" keeps the contract.
+// arguments are not an object, "linger" keeps running after the host
+// closes the connection, "good" keeps the contract.
 package main
 
 import (
@@ -48,4 +49,7 @@ func main() {
 		mode = os.Args[1]
 	}
 	plugins.ServeTool(tools{mode: mode})
+	if mode == "linger" {
+		select {} // keeps running after the host closed the connection
+	}
 }
