@@ -11,14 +11,18 @@ var (
 	// ErrChecksumMismatch: a plugin binary's SHA-256 is not the one its
 	// lock file records. A *ChecksumError carries the details.
 	ErrChecksumMismatch = errors.New("plugin checksum does not match the lock file")
+	// ErrChecksumUnverified: a plugin binary could not be read to check
+	// its SHA-256 (permissions, an I/O error), so the host refuses to
+	// launch it.
+	ErrChecksumUnverified = errors.New("plugin checksum could not be verified")
 	// ErrNotLocked: a third-party plugin binary has no lock file entry,
 	// so the host refuses to launch it.
 	ErrNotLocked = errors.New("plugin is not in the lock file")
 	// ErrDebugPluginGone: a plugin the host attached to for debugging
 	// (PLEXUS_REATTACH_PLUGINS) has exited; the host does not relaunch it.
 	ErrDebugPluginGone = errors.New("debugged plugin has gone away")
-	// ErrNotPlugin: an install source is not a Plexus plugin of the kind
-	// its name says (no handshake, or it does not serve that kind).
+	// ErrNotPlugin: a binary is not a Plexus plugin of the kind its name
+	// says (no handshake, or it does not serve that kind).
 	ErrNotPlugin = errors.New("not a Plexus plugin")
 )
 

@@ -6,6 +6,7 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"fmt"
+	"github.com/gofrs/flock"
 	"io"
 	"log/slog"
 	"os"
@@ -93,8 +94,7 @@ func Install(ctx context.Context, opts InstallOptions) (*Installed, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the plugin directory: %w", err)
 	}
-	lock, err := ReadLock(dir)
-	if err != nil {
+	if _, err := ReadLock(dir); err != nil { // a broken lock file fails before the build
 		return nil, err
 	}
 	stage, err := os.MkdirTemp(dir, ".install-")
@@ -123,21 +123,61 @@ func Install(ctx context.Context, opts InstallOptions) (*Installed, error) {
 		return nil, err
 	}
 	entry.ProtocolVersions = []int{proto}
-	dest := filepath.Join(dir, entry.File)
-	if err := os.Rename(staged, dest); err != nil {
-		return nil, fmt.Errorf("install: %w", err)
+
+	// From here on another install or remove in the directory waits, and
+	// the lock file is read afresh, so no entry is lost.
+	unlock, err := lockDir(ctx, dir)
+	if err != nil {
+		return nil, err
 	}
-	if err := syncDir(dir); err != nil {
+	defer unlock()
+	lock, err := ReadLock(dir)
+	if err != nil {
 		return nil, err
 	}
 	_, replaced := lock.Entry(ref)
 	if err := lock.Put(entry); err != nil {
 		return nil, err
 	}
+	// The binary it replaces is kept aside until the new entry is written,
+	// and put back if that fails.
+	dest := filepath.Join(dir, entry.File)
+	previous := filepath.Join(stage, "previous")
+	hadPrevious := os.Rename(dest, previous) == nil
+	restore := func() {
+		if hadPrevious {
+			os.Rename(previous, dest)
+		} else {
+			os.Remove(dest)
+		}
+	}
+	if err := os.Rename(staged, dest); err != nil {
+		restore()
+		return nil, fmt.Errorf("install: %w", err)
+	}
 	if err := lock.Write(); err != nil {
-		return nil, fmt.Errorf("%s is in place but not recorded, so it will not be launched: %w", dest, err)
+		restore()
+		return nil, fmt.Errorf("install: record %s in the lock file (the previous install, if any, is back in place): %w", dest, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, err
 	}
 	return &Installed{Entry: entry, Path: dest, LockFile: lock.Path(), Tools: tools, Replaced: replaced}, nil
+}
+
+// dirLockFile is the file installs and removals in a plugin directory
+// hold an exclusive flock on while they change the directory.
+const dirLockFile = ".plexus-plugins.lock.lk"
+
+// lockDir takes the plugin directory's install lock, waiting for another
+// install or removal to finish (until ctx ends). It returns the unlock.
+func lockDir(ctx context.Context, dir string) (func(), error) {
+	fl := flock.New(filepath.Join(dir, dirLockFile))
+	ok, err := fl.TryLockContext(ctx, 50*time.Millisecond)
+	if err != nil || !ok {
+		return nil, fmt.Errorf("wait for another install in %s: %w", dir, errors.Join(err, ctx.Err()))
+	}
+	return func() { fl.Unlock() }, nil
 }
 
 // probe launches the staged binary once as a plugin of ref's kind, through
@@ -155,10 +195,13 @@ func probe(ctx context.Context, opts InstallOptions, ref Ref, path string, entry
 	p.probe = true
 	defer p.close()
 	if _, _, err := p.get(ctx); err != nil {
-		if errors.Is(err, ErrNotPlugin) {
+		switch {
+		case ctx.Err() != nil:
+			return 0, nil, fmt.Errorf("install of %s interrupted while checking the plugin: %w", opts.Source, ctx.Err())
+		case errors.Is(err, ErrNotPlugin):
 			return 0, nil, fmt.Errorf("%s is not a %s plugin: %w", opts.Source, ref.Kind, err)
 		}
-		return 0, nil, fmt.Errorf("%w: %s did not start as a Plexus %s plugin: %w", ErrNotPlugin, opts.Source, ref.Kind, err)
+		return 0, nil, fmt.Errorf("%s is a Plexus %s plugin but failed when launched once to check it (nothing was installed; a variable it needs may have to be passed with $PLEXUS_PLUGIN_ENV): %w", opts.Source, ref.Kind, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -381,6 +424,11 @@ func Uninstall(dir string, ref Ref) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDir(context.Background(), abs)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	lock, err := ReadLock(abs)
 	if err != nil {
 		return err

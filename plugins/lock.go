@@ -50,9 +50,11 @@ type LockEntry struct {
 func (e LockEntry) Ref() Ref { return Ref{Kind: e.Kind, Name: e.Name} }
 
 // Lock is the lock file of one plugin directory: the checksums the host
-// verifies third-party plugins against before launching them. It is not
-// safe for concurrent use; two installs into one directory at the same
-// time may lose one entry (the file itself is always whole).
+// verifies third-party plugins against before launching them. A Lock
+// value is not safe for concurrent use; Install and Uninstall serialise
+// their changes to a directory with an flock on .plexus-plugins.lock.lk
+// in it and read the file afresh under it, so concurrent installs lose no
+// entry (the file itself is always whole).
 type Lock struct {
 	path    string
 	entries []LockEntry // sorted by kind, then name

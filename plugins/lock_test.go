@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -252,7 +253,7 @@ func TestInstall(t *testing.T) {
 	}{
 		{"name from a file that is not a plugin name", plugins.InstallOptions{Source: pluginBin}, "cannot tell the plugin's kind and name from \"testplugin\"", nil},
 		{"bad name", plugins.InstallOptions{Source: pluginBin, Name: "plexus-tool-Bad"}, `--name "plexus-tool-Bad": want plexus-tool-NAME`, nil},
-		{"not a plugin", plugins.InstallOptions{Source: "/bin/true", Name: "plexus-tool-true"}, "did not start as a Plexus tool plugin", plugins.ErrNotPlugin},
+		{"not a plugin", plugins.InstallOptions{Source: "/bin/true", Name: "plexus-tool-true"}, "not a Plexus plugin: it did not complete the Plexus plugin handshake", plugins.ErrNotPlugin},
 		{"no such file", plugins.InstallOptions{Source: "./no/such/plugin"}, "no such file or directory", nil},
 		{"bad package", plugins.InstallOptions{Source: "example.invalid/x@"}, "not a file, a directory or a Go package path", nil},
 	} {
@@ -269,7 +270,7 @@ func TestInstall(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{"plexus-model-test", plugins.LockFileName, "plexus-tool-test"}; !slices.Equal(names, want) {
+	if want := []string{".plexus-plugins.lock.lk", "plexus-model-test", plugins.LockFileName, "plexus-tool-test"}; !slices.Equal(names, want) {
 		t.Errorf("plugin directory holds %v, want %v", names, want)
 	}
 	if err := plugins.Uninstall(dir, plugins.Ref{Kind: "model", Name: "test"}); err != nil {
@@ -502,3 +503,42 @@ func FuzzParseReattach(f *testing.F) {
 }
 
 func slogText(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestConcurrentInstalls installs four plugins into one directory at
+// once: every one ends up in the lock file.
+func TestConcurrentInstalls(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "bin")
+	build := exec.Command("go", "build", "-o", src, "../examples/plexus-tool-loc")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	names := []string{"a", "b", "c", "d"}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = plugins.Install(context.Background(), plugins.InstallOptions{Source: src, Name: "plexus-tool-" + n, Dir: dir})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("install %s: %v", names[i], err)
+		}
+	}
+	lock, err := plugins.ReadLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, ok := lock.Entry(plugins.Ref{Kind: plugins.KindTool, Name: n}); !ok {
+			t.Errorf("plugin %s is not in the lock file", n)
+		}
+	}
+	if r := plugins.Verify([]string{dir}); len(r) != len(names) {
+		t.Errorf("verify: %+v", r)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -242,6 +243,11 @@ func (p *process) startErr(err error) error {
 		got, _ := FileSHA256(p.info.Path)
 		err = &ChecksumError{Ref: p.info.Ref, Path: p.info.Path, LockFile: p.info.LockFile, Want: p.info.Lock.SHA256, Got: got}
 	}
+	// go-plugin (v1.8.0) reports a binary it cannot read for SecureConfig
+	// only in words.
+	if p.info.Lock != nil && strings.HasPrefix(err.Error(), "error verifying checksum") {
+		err = fmt.Errorf("%w: %v", ErrChecksumUnverified, err)
+	}
 	if rc := p.info.Attach; rc != nil {
 		return fmt.Errorf("attach to %s plugin %q in debug mode (pid %d, %s %s): %w; is it still running? start it again with %s and set %s to the line it prints",
 			p.info.Kind, p.info.Name, rc.Pid, rc.Addr.Network, rc.Addr.Address, err, DebugFlag, EnvReattach)
@@ -269,6 +275,10 @@ func (p *process) setup(client *plugin.Client) (rpc plugin.ClientProtocol, raw a
 		pid = rc.Pid
 	}
 	if err != nil {
+		if p.info.Attach == nil && !errors.Is(err, plugin.ErrChecksumsDoNotMatch) && !errors.Is(err, plugin.ErrSecureConfigNoHash) &&
+			!strings.HasPrefix(err.Error(), "error verifying checksum") {
+			err = fmt.Errorf("%w: it did not complete the Plexus plugin handshake: %w", ErrNotPlugin, err)
+		}
 		return nil, nil, nil, pid, err
 	}
 	if client.NegotiatedVersion() != ProtocolVersion {

@@ -105,6 +105,8 @@ func checksumState(s plugins.PluginStatus) string {
 		return "built-in"
 	case errors.Is(s.Err, plugins.ErrChecksumMismatch):
 		return "MISMATCH"
+	case errors.Is(s.Err, plugins.ErrChecksumUnverified):
+		return "UNREADABLE"
 	case errors.Is(s.LockErr, plugins.ErrNotLocked):
 		return "not locked"
 	case s.LockErr != nil:
