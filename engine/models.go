@@ -139,13 +139,18 @@ func (s *Session) Model() ModelRef {
 // back to the engine's current model. The model is checked first with
 // CheckModel(ctx, ref, ForChat), whose errors SetModel returns. When the
 // session store implements SessionModelStore the choice is stored, so it
-// survives a restart.
+// survives a restart; a store error is returned wrapped (ErrNotFound when
+// the session was deleted meanwhile) and changes nothing.
 func (s *Session) SetModel(ctx context.Context, ref ModelRef) error {
 	if !ref.IsZero() {
 		if _, err := s.engine.CheckModel(ctx, ref, ForChat); err != nil {
 			return err
 		}
 	}
+	// Store and memory change together, so concurrent switches leave both
+	// with the same last choice.
+	s.modelMu.Lock()
+	defer s.modelMu.Unlock()
 	if st, ok := s.engine.opts.Sessions.(SessionModelStore); ok {
 		if err := st.SetSessionModel(ctx, s.id, ref); err != nil {
 			return fmt.Errorf("store the model of session %s: %w", s.id, err)

@@ -26,6 +26,8 @@ type Session struct {
 	// model is the session's own model choice (SetModel); zero means the
 	// engine's current model.
 	model ModelRef
+	// modelMu serialises SetModel's store write and update of model.
+	modelMu sync.Mutex
 	// saved counts the leading history messages the session store has.
 	saved   int
 	turns   int

@@ -434,6 +434,12 @@ func (s *Server) handlePutCurrent(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, engine.ErrUnsupported):
 		writeError(w, http.StatusBadRequest, codeModelError, err.Error(), map[string]any{"field": "/model_name"})
 		return
+	case errors.Is(err, engine.ErrNotFound):
+		writeEngineError(w, err) // the session was deleted meanwhile
+		return
+	case err != nil && req.SessionID != "" && !isModelError(err):
+		writeError(w, http.StatusInternalServerError, codeInternal, err.Error(), nil) // the session store failed
+		return
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, codeModelUnavailable, "the provider could not confirm the model: "+err.Error(), map[string]any{"provider": req.Provider})
 		return
@@ -444,4 +450,12 @@ func (s *Server) handlePutCurrent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, cur)
+}
+
+// isModelError reports whether err came from asking the model provider
+// (as opposed to the session store): its errors, or its time running out.
+func isModelError(err error) bool {
+	var me *engine.ModelError
+	return errors.As(err, &me) || errors.Is(err, engine.ErrModelUnavailable) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
