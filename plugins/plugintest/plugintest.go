@@ -59,8 +59,11 @@ func start(t testing.TB, kind string, p plugin.Plugin) any {
 	t.Helper()
 	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{kind: p})
 	t.Cleanup(func() {
-		client.Close()
-		server.Stop()
+		// Close asks the server to shut down, as the host does; stopping
+		// it here as well would race with that.
+		if err := client.Close(); err != nil {
+			server.Stop()
+		}
 	})
 	raw, err := client.Dispense(kind)
 	if err != nil {
