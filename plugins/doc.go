@@ -1,11 +1,16 @@
 // Package plugins is Plexus's plugin SDK and plugin host, on
 // github.com/hashicorp/go-plugin over gRPC.
 //
-// Plugin authors implement engine.Toolset (a tool plugin) or engine.Model
-// (a model plugin, optionally with Configurer) on plain Go types and call
-// ServeTool or ServeModel from main. The binary is named plexus-tool-NAME or
-// plexus-model-NAME and installed into a plugin directory with Install
-// (`plexus plugins install`).
+// Plugin authors write each tool as a Tool[In, Out]: Describe and Invoke on
+// plain Go types, the input schema inferred from In and arguments
+// validated against it (github.com/google/jsonschema-go), a panic failing
+// only its call; main calls Serve(NewTool(t), ...). A plugin may instead
+// implement engine.Toolset itself and call ServeTool. A model plugin
+// implements engine.Model (optionally with Configurer) and calls
+// ServeModel. Package plugintest runs either over real gRPC inside a test
+// and checks a built binary against the plugin contract. The binary is
+// named plexus-tool-NAME or plexus-model-NAME and installed into a plugin
+// directory with Install (`plexus plugins install`).
 //
 // The host side (Manager) discovers built-in and third-party plugins,
 // launches each as a separate process on first use, turns the gRPC services
@@ -16,6 +21,8 @@
 // process behind.
 //
 // Installation and verification:
+//   - Installs and removals in a directory hold an flock on its
+//     .plexus-plugins.lock.lk and reread the lock file under it.
 //   - Each plugin directory has a lock file, plexus-plugins.lock (JSON,
 //     {"version": 1, "plugins": [...]}, entries sorted by kind and name,
 //     written atomically: temporary file, fsync, rename, mode 0644). An
