@@ -52,8 +52,12 @@
 // its default:
 //
 //   - model: "PROVIDER:MODEL", the model of later tasks (default: the
-//     engine's current model, `plexus serve --model`). Its provider must be
-//     loaded.
+//     engine's current model, `plexus serve --model`), so a host switches
+//     models at run time with updateConfiguration. Its provider must be
+//     loaded, and a model the provider does not list, or that cannot chat
+//     and call tools (engine.CheckModel), is refused with the reason; when
+//     the provider cannot be asked (its server is down), the model is
+//     accepted and the task reports the failure.
 //   - hostTools: [{name, description, inputSchema, readOnly, needsApproval,
 //     risk}], the tools the host runs (see Host tools). name is 1 to 64
 //     letters, digits, _ or -, unique, not "approve"; inputSchema defaults

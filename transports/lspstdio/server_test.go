@@ -573,6 +573,10 @@ func TestInitializeAndConfigErrors(t *testing.T) {
 			t.Errorf("updatedConfig %v: %v", cfg, e)
 		}
 	}
+	// A model the provider does not list is refused, naming why.
+	if e := h.errorOf(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"model": "script:gpt-9"}})); e.Code != CodeConfigError || !strings.Contains(e.Message, `model "gpt-9" is not among the 1 models`) {
+		t.Errorf("unlisted model: %v", e)
+	}
 	h.notification("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"approvalTimeoutMs": "soon"}})
 	h.waitFor("the configuration error", has("$/logMessage", func(m msg) bool {
 		return m.param("type") == "error" && strings.Contains(m.param("message"), "updateConfiguration failed (-32002): updatedConfig: approvalTimeoutMs")
