@@ -1,9 +1,7 @@
 package lspstdio
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -116,14 +114,6 @@ func parseModel(v json.RawMessage, eng *engine.Engine) (engine.ModelRef, error) 
 	}
 	if !slices.Contains(eng.Providers(), ref.Provider) {
 		return engine.ModelRef{}, fmt.Errorf("provider %q is not loaded (loaded: %s)", ref.Provider, strings.Join(eng.Providers(), ", "))
-	}
-	// A model the provider does not list, or one that cannot chat and call
-	// tools, is refused now; a provider that cannot be asked (its server is
-	// down) is not held against the configuration: the task will say.
-	ctx, cancel := context.WithTimeout(context.Background(), modelCheckTimeout)
-	defer cancel()
-	if _, err := eng.CheckModel(ctx, ref, engine.ForChat); errors.Is(err, engine.ErrModelNotFound) || errors.Is(err, engine.ErrUnsupported) {
-		return engine.ModelRef{}, err
 	}
 	return ref, nil
 }

@@ -54,10 +54,11 @@
 //   - model: "PROVIDER:MODEL", the model of later tasks (default: the
 //     engine's current model, `plexus serve --model`), so a host switches
 //     models at run time with updateConfiguration. Its provider must be
-//     loaded, and a model the provider does not list, or that cannot chat
-//     and call tools (engine.CheckModel), is refused with the reason; when
-//     the provider cannot be asked (its server is down), the model is
-//     accepted and the task reports the failure.
+//     loaded. The provider is then asked in the background (a slow one
+//     must not hold up the connection): a model it does not list, or that
+//     cannot chat and call tools (engine.CheckModel), gets a $/logMessage
+//     warn "Tasks with model ... will fail: why"; an unreachable provider
+//     is left for a task to report.
 //   - hostTools: [{name, description, inputSchema, readOnly, needsApproval,
 //     risk}], the tools the host runs (see Host tools). name is 1 to 64
 //     letters, digits, _ or -, unique, not "approve"; inputSchema defaults

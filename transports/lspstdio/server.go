@@ -481,6 +481,7 @@ func (c *conn) doInitialize(req *jrpc2.Request) (*initializeResult, *jrpc2.Error
 	model := c.modelOf(cfg)
 	c.logToClient(logInfo, fmt.Sprintf("Plexus is ready: workspace %s, model %s, host tools: %s",
 		ws.Root, orNone(model), orNone(strings.Join(toolNames(cfg.hostTools), ", "))))
+	c.checkModel(cfg.model)
 	return &initializeResult{
 		ServerInfo:    serverInfo{Name: "plexus", Protocol: "jsonrpc-stdio-lsp-framing"},
 		WorkspaceRoot: ws.Root, Model: model, HostTools: toolNames(cfg.hostTools),
@@ -525,7 +526,26 @@ func (c *conn) updateConfiguration(_ context.Context, req *jrpc2.Request) (any, 
 	}
 	c.logToClient(logInfo, fmt.Sprintf("Configuration updated: model %s, host tools: %s",
 		orNone(c.modelOf(cfg)), orNone(strings.Join(toolNames(cfg.hostTools), ", "))))
+	c.checkModel(cfg.model)
 	return nil, nil
+}
+
+// checkModel asks the model's provider, in the background (a provider
+// call must not hold up the connection), whether it lists the model and
+// whether it can chat and call tools (engine.CheckModel), and warns the
+// host with $/logMessage when not. A provider that cannot be asked is not
+// reported here: a task will say.
+func (c *conn) checkModel(ref engine.ModelRef) {
+	if ref.IsZero() {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), modelCheckTimeout)
+		defer cancel()
+		if _, err := c.s.opts.Engine.CheckModel(ctx, ref, engine.ForChat); errors.Is(err, engine.ErrModelNotFound) || errors.Is(err, engine.ErrUnsupported) {
+			c.logToClient(logWarn, fmt.Sprintf("Tasks with model %s will fail: %v", ref, err))
+		}
+	}()
 }
 
 // shutdown handles shutdown and exit. As a request it is answered (null)

@@ -573,10 +573,13 @@ func TestInitializeAndConfigErrors(t *testing.T) {
 			t.Errorf("updatedConfig %v: %v", cfg, e)
 		}
 	}
-	// A model the provider does not list is refused, naming why.
-	if e := h.errorOf(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"model": "script:gpt-9"}})); e.Code != CodeConfigError || !strings.Contains(e.Message, `model "gpt-9" is not among the 1 models`) {
-		t.Errorf("unlisted model: %v", e)
-	}
+	// A model the provider does not list is accepted (the provider is
+	// asked in the background) and the host is warned, naming why.
+	h.result(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"model": "script:gpt-9"}}), nil)
+	h.waitFor("the model warning", has("$/logMessage", func(m msg) bool {
+		return m.param("type") == "warn" && strings.Contains(m.param("message"), `Tasks with model script:gpt-9 will fail: `) && strings.Contains(m.param("message"), `model "gpt-9" is not among the 1 models`)
+	}))
+	h.result(h.request("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"model": "script:test"}}), nil)
 	h.notification("updateConfiguration", map[string]any{"updatedConfig": map[string]any{"approvalTimeoutMs": "soon"}})
 	h.waitFor("the configuration error", has("$/logMessage", func(m msg) bool {
 		return m.param("type") == "error" && strings.Contains(m.param("message"), "updateConfiguration failed (-32002): updatedConfig: approvalTimeoutMs")
