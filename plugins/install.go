@@ -6,7 +6,6 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"fmt"
-	"github.com/gofrs/flock"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/gofrs/flock"
 
 	"github.com/plexus-agent/plexus/engine"
 )
@@ -101,7 +102,12 @@ func Install(ctx context.Context, opts InstallOptions) (*Installed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("install: %w", err)
 	}
-	defer os.RemoveAll(stage)
+	keepStage := false
+	defer func() {
+		if !keepStage {
+			os.RemoveAll(stage)
+		}
+	}()
 	staged := filepath.Join(stage, BinaryName(ref))
 	if err := src.fetch(ctx, staged, opts.Stderr); err != nil {
 		return nil, err
@@ -139,28 +145,37 @@ func Install(ctx context.Context, opts InstallOptions) (*Installed, error) {
 	if err := lock.Put(entry); err != nil {
 		return nil, err
 	}
-	// The binary it replaces is kept aside until the new entry is written,
-	// and put back if that fails.
+	// The binary it replaces stays reachable (a hard link in the stage
+	// directory) until the new entry is written, and is put back if that
+	// fails; the replacement itself is one rename, so the plugin's path
+	// never goes missing.
 	dest := filepath.Join(dir, entry.File)
 	previous := filepath.Join(stage, "previous")
-	hadPrevious := os.Rename(dest, previous) == nil
-	restore := func() {
-		if hadPrevious {
-			os.Rename(previous, dest)
-		} else {
-			os.Remove(dest)
-		}
+	hadPrevious := false
+	switch err := os.Link(dest, previous); {
+	case err == nil:
+		hadPrevious = true
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("install: keep the installed %s aside: %w", dest, err)
 	}
 	if err := os.Rename(staged, dest); err != nil {
-		restore()
 		return nil, fmt.Errorf("install: %w", err)
 	}
 	if err := lock.Write(); err != nil {
-		restore()
+		var restoreErr error
+		if hadPrevious {
+			restoreErr = os.Rename(previous, dest)
+		} else {
+			restoreErr = os.Remove(dest)
+		}
+		if restoreErr != nil {
+			keepStage = true // the previous binary is still in it
+			return nil, fmt.Errorf("install: record %s in the lock file: %w; and putting the previous install back failed too (%v): it is at %s", dest, err, restoreErr, previous)
+		}
 		return nil, fmt.Errorf("install: record %s in the lock file (the previous install, if any, is back in place): %w", dest, err)
 	}
 	if err := syncDir(dir); err != nil {
-		return nil, err
+		opts.Logger.Warn("the plugin is installed and recorded, but syncing its directory failed; a crash now could lose the change", "dir", dir, "error", err)
 	}
 	return &Installed{Entry: entry, Path: dest, LockFile: lock.Path(), Tools: tools, Replaced: replaced}, nil
 }
@@ -201,7 +216,7 @@ func probe(ctx context.Context, opts InstallOptions, ref Ref, path string, entry
 		case errors.Is(err, ErrNotPlugin):
 			return 0, nil, fmt.Errorf("%s is not a %s plugin: %w", opts.Source, ref.Kind, err)
 		}
-		return 0, nil, fmt.Errorf("%s is a Plexus %s plugin but failed when launched once to check it (nothing was installed; a variable it needs may have to be passed with $PLEXUS_PLUGIN_ENV): %w", opts.Source, ref.Kind, err)
+		return 0, nil, fmt.Errorf("%s failed when launched once to check it as a %s plugin, so nothing was installed: %w", opts.Source, ref.Kind, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -423,6 +438,9 @@ func Uninstall(dir string, ref Ref) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return fmt.Errorf("no %s plugin %q: %w", ref.Kind, ref.Name, err)
 	}
 	unlock, err := lockDir(context.Background(), abs)
 	if err != nil {

@@ -245,6 +245,10 @@ func TestInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	hello := filepath.Join(t.TempDir(), "hello")
+	if err := os.WriteFile(hello, []byte("#!/bin/sh\necho hello\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		name string
 		opts plugins.InstallOptions
@@ -253,7 +257,7 @@ func TestInstall(t *testing.T) {
 	}{
 		{"name from a file that is not a plugin name", plugins.InstallOptions{Source: pluginBin}, "cannot tell the plugin's kind and name from \"testplugin\"", nil},
 		{"bad name", plugins.InstallOptions{Source: pluginBin, Name: "plexus-tool-Bad"}, `--name "plexus-tool-Bad": want plexus-tool-NAME`, nil},
-		{"not a plugin", plugins.InstallOptions{Source: "/bin/true", Name: "plexus-tool-true"}, "not a Plexus plugin: it did not complete the Plexus plugin handshake", plugins.ErrNotPlugin},
+		{"not a plugin", plugins.InstallOptions{Source: hello, Name: "plexus-tool-hello"}, "not a Plexus plugin: it did not complete the Plexus plugin handshake: Unrecognized remote plugin message: hello", plugins.ErrNotPlugin},
 		{"no such file", plugins.InstallOptions{Source: "./no/such/plugin"}, "no such file or directory", nil},
 		{"bad package", plugins.InstallOptions{Source: "example.invalid/x@"}, "not a file, a directory or a Go package path", nil},
 	} {
@@ -540,5 +544,23 @@ func TestConcurrentInstalls(t *testing.T) {
 	}
 	if r := plugins.Verify([]string{dir}); len(r) != len(names) {
 		t.Errorf("verify: %+v", r)
+	}
+}
+
+// TestInstallPluginThatFailsAtStart: a process that exits before the
+// handshake is not called "not a plugin" (it may be one missing a
+// variable), and the error says where to look.
+func TestInstallPluginThatFailsAtStart(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "plexus-tool-dies")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\necho 'OPENAI_API_KEY is not set' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	_, err := plugins.Install(context.Background(), plugins.InstallOptions{Source: src, Dir: dir})
+	if err == nil || errors.Is(err, plugins.ErrNotPlugin) || !strings.Contains(err.Error(), "may have failed at startup") || !strings.Contains(err.Error(), "nothing was installed") {
+		t.Errorf("err = %v", err)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "plexus-tool-dies")); !errors.Is(statErr, os.ErrNotExist) {
+		t.Errorf("the failed plugin was left in the directory: %v", statErr)
 	}
 }

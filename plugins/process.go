@@ -275,9 +275,8 @@ func (p *process) setup(client *plugin.Client) (rpc plugin.ClientProtocol, raw a
 		pid = rc.Pid
 	}
 	if err != nil {
-		if p.info.Attach == nil && !errors.Is(err, plugin.ErrChecksumsDoNotMatch) && !errors.Is(err, plugin.ErrSecureConfigNoHash) &&
-			!strings.HasPrefix(err.Error(), "error verifying checksum") {
-			err = fmt.Errorf("%w: it did not complete the Plexus plugin handshake: %w", ErrNotPlugin, err)
+		if p.info.Attach == nil && !errors.Is(err, plugin.ErrChecksumsDoNotMatch) && !strings.HasPrefix(err.Error(), "error verifying checksum") {
+			err = handshakeErr(err)
 		}
 		return nil, nil, nil, pid, err
 	}
@@ -302,6 +301,30 @@ func (p *process) setup(client *plugin.Client) (rpc plugin.ClientProtocol, raw a
 		}
 	}
 	return rpc, raw, specs, pid, nil
+}
+
+// notPluginSigns are go-plugin's (v1.8.0) words for a process that is no
+// Plexus plugin at all: it printed something else than the handshake
+// line, speaks another handshake, or is no executable for this machine.
+// A process that printed nothing before exiting is not counted: it may be
+// a plugin that failed at startup.
+var notPluginSigns = []string{"Unrecognized remote plugin message", "Incompatible API version", "Incompatible core API version", "exec format error"}
+
+// handshakeErr explains a failed handshake: ErrNotPlugin when the process
+// is no Plexus plugin; otherwise (it exited or timed out first) a plugin
+// that may have failed at startup.
+func handshakeErr(err error) error {
+	// An empty "message" is a process that exited having printed nothing:
+	// perhaps a plugin that failed at startup.
+	if strings.Contains(err.Error(), "Unrecognized remote plugin message: \n") {
+		return fmt.Errorf("it exited before the plugin handshake; it may have failed at startup (see its log), for example for a variable it needs that must be passed with $PLEXUS_PLUGIN_ENV: %w", err)
+	}
+	for _, sign := range notPluginSigns {
+		if strings.Contains(err.Error(), sign) {
+			return fmt.Errorf("%w: it did not complete the Plexus plugin handshake: %w", ErrNotPlugin, err)
+		}
+	}
+	return fmt.Errorf("it did not complete the plugin handshake; it may have failed at startup (see its log), for example for a variable it needs that must be passed with $PLEXUS_PLUGIN_ENV: %w", err)
 }
 
 // settings are what Configure sends a model plugin: none when probing at

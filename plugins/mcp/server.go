@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/plexus-agent/plexus/plugins"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/plugins"
 )
 
 // errClosed is returned by calls made after Toolset.Close.
