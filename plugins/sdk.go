@@ -87,8 +87,11 @@ type Call struct {
 	done    bool // Invoke has returned
 }
 
-// errCallDone is what a Call's methods return after its Invoke returned.
-var errCallDone = engine.ToolErrorf(engine.ToolCodeFailed, "the tool call has ended; a Call must not be used after Invoke returns")
+// errCallDone is what a Call's methods return after its Invoke returned
+// (a new value each time: callers may change a *ToolError).
+func errCallDone() error {
+	return engine.ToolErrorf(engine.ToolCodeFailed, "the tool call has ended; a Call must not be used after Invoke returns")
+}
 
 // Progress reports how far the call has come; percent in [0, 100], or
 // negative when the tool cannot tell. Updates after Invoke returned are
@@ -125,7 +128,7 @@ func (c *Call) Root() (*workspace.Root, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
-		return nil, errCallDone
+		return nil, errCallDone()
 	}
 	if c.root == nil && c.rootErr == nil {
 		c.root, c.rootErr = workspace.Open(c.Workspace)

@@ -19,11 +19,15 @@
 // wrong types, both or neither of command and url, a bad URL or duration
 // are *ConfigError values naming the field ("mcpServers.fs.args"). Server
 // names match ^[a-z0-9][a-z0-9_-]*$, have at most 24 bytes and no "__".
-// Nothing in the file is expanded (no ${VAR}); a stdio server gets the
-// environment plugins get (plugins.DefaultEnv, plus Options.Env: the
-// names in $PLEXUS_PLUGIN_ENV for plexus), so the engine's API keys do
-// not reach it, plus its "env"; a relative "cwd" is relative to the
-// file's directory. The deprecated HTTP+SSE transport is refused.
+// A stdio server gets the environment plugins get (plugins.DefaultEnv,
+// plus Options.Env: the names in $PLEXUS_PLUGIN_ENV for plexus), so the
+// engine's API keys do not reach it, plus its "env". In "env" and
+// "headers" values, and nowhere else, ${env:NAME} is replaced by the
+// engine's variable NAME (VS Code's syntax; unset is empty, and logged),
+// so a server gets the one secret it needs ("GITHUB_TOKEN":
+// "${env:GITHUB_TOKEN}") without it being written in the file. A relative
+// "cwd" is relative to the file's directory. The deprecated HTTP+SSE
+// transport is refused.
 //
 // Tool names: the engine name of tool T of server S is S__T, valid for
 // OpenAI-style APIs (^[a-zA-Z0-9_-]{1,64}$). Characters of T outside that

@@ -510,9 +510,10 @@ func groupMembers(pgid int) []int {
 func TestServerEnvironment(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-host-secret")
 	t.Setenv("PLEXUS_TEST_ALLOWED", "passed")
+	t.Setenv("SERVER_TOKEN", "tok-123")
 	node, script := npmServer(t, "everything")
 	ts := mcp.New(&mcp.Config{Servers: map[string]mcp.ServerConfig{
-		"every": {Command: node, Args: []string{script, "stdio"}, Env: map[string]string{"FROM_CONFIG": "given"}},
+		"every": {Command: node, Args: []string{script, "stdio"}, Env: map[string]string{"FROM_CONFIG": "given", "API_TOKEN": "Bearer ${env:SERVER_TOKEN}"}},
 	}}, mcp.Options{Logger: testLogger(t), Env: []string{"PLEXUS_TEST_*"}})
 	t.Cleanup(func() { ts.Close() })
 	res, err := invoke(t, ts, "every__get-env", `{}`)
@@ -520,12 +521,12 @@ func TestServerEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := string(res.Content)
-	for _, want := range []string{"PLEXUS_TEST_ALLOWED", "passed", "FROM_CONFIG", "given", "PATH"} {
+	for _, want := range []string{"PLEXUS_TEST_ALLOWED", "passed", "FROM_CONFIG", "given", "PATH", "Bearer tok-123"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the server's environment lacks %s: %.400s", want, got)
 		}
 	}
-	if strings.Contains(got, "sk-host-secret") || strings.Contains(got, "OPENAI_API_KEY") {
+	if strings.Contains(got, "sk-host-secret") || strings.Contains(got, "OPENAI_API_KEY") || strings.Contains(got, "SERVER_TOKEN") {
 		t.Errorf("the host's API key reached the MCP server: %.400s", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,7 +199,7 @@ func (s *server) dial() (sess *mcp.ClientSession, pid int, tools []*mcp.Tool, er
 	if s.cfg.URL != "" {
 		transport = &mcp.StreamableClientTransport{
 			Endpoint:   s.cfg.URL,
-			HTTPClient: &http.Client{Transport: headerTransport{s.cfg.Headers}},
+			HTTPClient: &http.Client{Transport: headerTransport{s.expandAll(s.cfg.Headers)}},
 			MaxRetries: -1, // a lost connection is the supervisor's to handle
 		}
 	} else {
@@ -208,7 +209,7 @@ func (s *server) dial() (sess *mcp.ClientSession, pid int, tools []*mcp.Tool, er
 		}
 		cmd = exec.Command(path, s.cfg.Args...)
 		cmd.Env = plugins.FilterEnv(os.Environ(), s.opts.Env)
-		for k, v := range s.cfg.Env {
+		for k, v := range s.expandAll(s.cfg.Env) {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Dir = s.cfg.Cwd
@@ -489,4 +490,29 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// envRef is a reference to a variable of the engine's environment in an
+// "env" or "headers" value, as VS Code's mcp.json writes it.
+var envRef = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandAll returns m with every ${env:NAME} in its values replaced by
+// the variable's value in the engine's environment; an unset variable
+// becomes "" and is logged.
+func (s *server) expandAll(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+			name := envRef.FindStringSubmatch(ref)[1]
+			val, ok := os.LookupEnv(name)
+			if !ok {
+				s.log.Warn("an MCP server's configuration names a variable that is not set; it is given as empty", "key", k, "variable", name)
+			}
+			return val
+		})
+	}
+	return out
 }

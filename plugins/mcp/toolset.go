@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/plexus-agent/plexus/engine"
 )
@@ -115,8 +117,9 @@ type ServerStatus struct {
 	// Pid is a running stdio server's pid, 0 otherwise.
 	Pid int
 	// Version is the connected server's name and version as it gave them
-	// when the session began ("secure-filesystem-server 0.2.0"); "" when
-	// not connected.
+	// when the session began ("secure-filesystem-server 0.2.0"), with
+	// control characters and runs of white space made single spaces and
+	// cut to 80 bytes (it is the server's text); "" when not connected.
 	Version string
 	// Err is why the server could not be started or listed.
 	Err error
@@ -133,7 +136,7 @@ func (t *Toolset) Describe(ctx context.Context) []ServerStatus {
 		out[i].Pid = s.pid
 		if s.sess != nil {
 			if r := s.sess.InitializeResult(); r != nil && r.ServerInfo != nil {
-				out[i].Version = strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
+				out[i].Version = printable(r.ServerInfo.Name+" "+r.ServerInfo.Version, 80)
 			}
 		}
 		s.mu.Unlock()
@@ -257,4 +260,19 @@ func (t *Toolset) Servers() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// printable makes text from a server safe to print in a table: control
+// characters and runs of white space become one space, and the result is
+// cut to at most max bytes (on a rune boundary).
+func printable(s string, max int) string {
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
