@@ -223,6 +223,11 @@ func LaunchCommand(path string, args []string, socketDir string, extraEnv []stri
 	return launchCommand(path, args, FilterEnv(os.Environ(), extraEnv), socketDir)
 }
 
+// Reap kills every process left in the session of a plugin started with
+// LaunchCommand (pid is the plugin's) once the plugin has exited, and
+// returns how many it killed; a no-op where /proc is not available.
+func Reap(pid int) int { return reap(pid) }
+
 func launchCommand(path string, args, env []string, socketDir string) *exec.Cmd {
 	cmd := exec.Command(path, args...)
 	cmd.SysProcAttr = pluginSysProcAttr()

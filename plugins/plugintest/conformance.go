@@ -63,8 +63,9 @@ func (r Report) Failed() bool {
 	return false
 }
 
-// forcedAfter is how long go-plugin's Client.Kill waits for a plugin to
-// exit on its own before killing it (v1.8.0, client.go).
+// forcedAfter is how long a plugin has to exit on its own once the host
+// closed the connection: what go-plugin's Client.Kill waits before killing
+// it (v1.8.0, client.go).
 const forcedAfter = 2 * time.Second
 
 // toolName is the name rule model APIs share (OpenAI's function names).
@@ -171,14 +172,31 @@ func Check(ctx context.Context, path string, opts Options) Report {
 		return nil
 	})
 	r.run("stop", func() error {
-		// go-plugin's Kill closes the connection, waits up to 2 s for the
-		// plugin to exit, and only then kills it: a Kill that takes that
-		// long means the plugin ignored the host's shutdown.
-		begin := time.Now()
-		client.Kill()
-		if took := time.Since(begin); took >= forcedAfter {
-			return fmt.Errorf("the plugin did not exit within %v of the host closing the connection, so it had to be killed; return from main when plugins.Serve returns and stop background work", forcedAfter)
+		// As the host does: close the connection (go-plugin's Shutdown
+		// call), then give the plugin forcedAfter to exit on its own
+		// before it is killed.
+		pid := 0
+		if rc := client.ReattachConfig(); rc != nil {
+			pid = rc.Pid
 		}
+		defer plugins.Reap(pid) // anything the plugin left running
+		rpc, err := client.Client()
+		if err == nil {
+			err = rpc.Close()
+		}
+		if err != nil {
+			client.Kill()
+			return fmt.Errorf("the host could not close the connection: %w", err)
+		}
+		deadline := time.Now().Add(forcedAfter)
+		for !client.Exited() {
+			if time.Now().After(deadline) {
+				client.Kill()
+				return fmt.Errorf("the plugin did not exit within %v of the host closing the connection, so it had to be killed; return from main when plugins.Serve returns and stop background work", forcedAfter)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		client.Kill() // releases go-plugin's side
 		return nil
 	})
 	return *r

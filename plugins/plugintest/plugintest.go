@@ -30,6 +30,7 @@ package plugintest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 
@@ -60,8 +61,12 @@ func start(t testing.TB, kind string, p plugin.Plugin) any {
 	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{kind: p})
 	t.Cleanup(func() {
 		// Close asks the server to shut down, as the host does; stopping
-		// it here as well would race with that.
-		if err := client.Close(); err != nil {
+		// it here at the same time would race with that (in go-plugin), so
+		// it is stopped here only if it has not stopped after a while.
+		client.Close()
+		select {
+		case <-server.DoneCh:
+		case <-time.After(5 * time.Second):
 			server.Stop()
 		}
 	})
