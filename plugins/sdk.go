@@ -234,6 +234,11 @@ func (h *ToolHandler) compile(given json.RawMessage, infer func(*jsonschema.ForO
 	if h.spec.Description == "" {
 		return fmt.Errorf("the description is empty; the model needs it to know when to call the tool")
 	}
+	switch h.spec.Risk {
+	case engine.RiskLow, engine.RiskMedium, engine.RiskHigh, engine.RiskCritical:
+	default:
+		return fmt.Errorf("risk %q is not low, medium, high or critical", h.spec.Risk)
+	}
 	var schema *jsonschema.Schema
 	if len(bytes.TrimSpace(given)) > 0 {
 		schema = new(jsonschema.Schema)

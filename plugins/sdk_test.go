@@ -94,6 +94,7 @@ func TestSDKToolsetErrors(t *testing.T) {
 		{"none", nil, "no tools"},
 		{"bad name", []*plugins.ToolHandler{plugins.NewTool(named{plugins.ToolInfo{Name: "has space", Description: "d"}})}, "1 to 64"},
 		{"no description", []*plugins.ToolHandler{plugins.NewTool(named{plugins.ToolInfo{Name: "x"}})}, "description is empty"},
+		{"bad risk", []*plugins.ToolHandler{plugins.NewTool(named{plugins.ToolInfo{Name: "x", Description: "d", Risk: "extreme"}})}, `risk "extreme" is not low`},
 		{"input not an object", []*plugins.ToolHandler{plugins.NewTool(noSchema{})}, "infer the input schema"},
 		{"schema override not an object", []*plugins.ToolHandler{plugins.NewTool(named{plugins.ToolInfo{Name: "x", Description: "d", InputSchema: json.RawMessage(`{"type":"string"}`)}})}, "must describe an object"},
 		{"duplicate", []*plugins.ToolHandler{plugins.NewTool(greet{}), plugins.NewTool(greet{})}, `two tools are named "greet"`},
