@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -222,48 +223,70 @@ func NewTool[In, Out any](t Tool[In, Out]) *ToolHandler {
 }
 
 // toolName is what engine tool names may be: the common subset of what
-// model APIs accept.
+// model APIs accept (OpenAI's function names).
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// compile checks the name and description and resolves the input schema:
-// given, or inferred from the input type by infer.
-func (h *ToolHandler) compile(given json.RawMessage, infer func(*jsonschema.ForOptions) (*jsonschema.Schema, error)) error {
-	if !toolName.MatchString(h.spec.Name) {
-		return fmt.Errorf("the name must be 1 to 64 of a-z, A-Z, 0-9, _ and -")
+// CheckToolSpec reports every way s breaks what Plexus needs of a tool's
+// description, joined: a name of 1 to 64 of [a-zA-Z0-9_-], a description,
+// a risk level of low, medium, high or critical, and an input schema that
+// is a JSON Schema of an object and compiles. NewTool and the conformance
+// check (plugintest) both use it.
+func CheckToolSpec(s engine.ToolSpec) error {
+	var errs []error
+	if !toolName.MatchString(s.Name) {
+		errs = append(errs, errors.New("the name must be 1 to 64 of a-z, A-Z, 0-9, _ and - (model APIs refuse others)"))
 	}
-	if h.spec.Description == "" {
-		return fmt.Errorf("the description is empty; the model needs it to know when to call the tool")
+	if strings.TrimSpace(s.Description) == "" {
+		errs = append(errs, errors.New("the description is empty; the model needs it to know when to call the tool"))
 	}
-	switch h.spec.Risk {
+	switch s.Risk {
 	case engine.RiskLow, engine.RiskMedium, engine.RiskHigh, engine.RiskCritical:
 	default:
-		return fmt.Errorf("risk %q is not low, medium, high or critical", h.spec.Risk)
+		errs = append(errs, fmt.Errorf("risk %q is not low, medium, high or critical", s.Risk))
 	}
-	var schema *jsonschema.Schema
-	if len(bytes.TrimSpace(given)) > 0 {
-		schema = new(jsonschema.Schema)
-		if err := json.Unmarshal(given, schema); err != nil {
-			return fmt.Errorf("InputSchema is not a JSON Schema: %w", err)
-		}
-	} else {
-		var err error
-		if schema, err = infer(nil); err != nil {
-			return fmt.Errorf("infer the input schema: %w", err)
-		}
+	if _, err := resolveInputSchema(s.InputSchema); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// resolveInputSchema parses and compiles a tool's input schema, which must
+// describe an object.
+func resolveInputSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(raw, &schema); err != nil {
+		return nil, fmt.Errorf("the input schema is not a JSON Schema: %w", err)
 	}
 	if schema.Type != "object" {
-		return fmt.Errorf("the input schema must describe an object (type %q); use a struct for the input", schema.Type)
+		return nil, fmt.Errorf("the input schema must describe an object (type %q); use a struct for the input", schema.Type)
 	}
 	resolved, err := schema.Resolve(nil)
 	if err != nil {
-		return fmt.Errorf("the input schema: %w", err)
+		return nil, fmt.Errorf("the input schema does not compile: %w", err)
 	}
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return fmt.Errorf("encode the input schema: %w", err)
+	return resolved, nil
+}
+
+// compile sets the input schema (given, or inferred from the input type
+// by infer), checks the description with CheckToolSpec, and keeps the
+// compiled schema for validating arguments.
+func (h *ToolHandler) compile(given json.RawMessage, infer func(*jsonschema.ForOptions) (*jsonschema.Schema, error)) error {
+	h.spec.InputSchema = given
+	if len(bytes.TrimSpace(given)) == 0 {
+		schema, err := infer(nil)
+		if err != nil {
+			return fmt.Errorf("infer the input schema: %w", err)
+		}
+		if h.spec.InputSchema, err = json.Marshal(schema); err != nil {
+			return fmt.Errorf("encode the input schema: %w", err)
+		}
 	}
-	h.spec.InputSchema, h.schema = raw, resolved
-	return nil
+	if err := CheckToolSpec(h.spec); err != nil {
+		return err
+	}
+	resolved, err := resolveInputSchema(h.spec.InputSchema)
+	h.schema = resolved
+	return err
 }
 
 // sdkToolset is the engine.Toolset Serve offers over ToolHandlers.

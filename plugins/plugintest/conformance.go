@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
@@ -67,9 +65,6 @@ func (r Report) Failed() bool {
 // closed the connection: what go-plugin's Client.Kill waits before killing
 // it (v1.8.0, client.go).
 const forcedAfter = 2 * time.Second
-
-// toolName is the name rule model APIs share (OpenAI's function names).
-var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Check launches the plugin at path as Plexus does (its own process
 // group, the allow-listed environment, a private socket directory) and
@@ -223,7 +218,7 @@ func (r *Report) checkTools(step func() (context.Context, context.CancelFunc), t
 		var errs []error
 		seen := map[string]bool{}
 		for _, s := range specs {
-			if err := checkSpec(s); err != nil {
+			if err := plugins.CheckToolSpec(s); err != nil {
 				errs = append(errs, fmt.Errorf("tool %q: %w", s.Name, err))
 			}
 			if seen[s.Name] {
@@ -277,30 +272,6 @@ func (r *Report) checkTools(step func() (context.Context, context.CancelFunc), t
 		wg.Wait()
 		return errors.Join(errs...)
 	})
-}
-
-func checkSpec(s engine.ToolSpec) error {
-	var errs []error
-	if !toolName.MatchString(s.Name) {
-		errs = append(errs, errors.New("the name must be 1 to 64 of a-z, A-Z, 0-9, _ and - (model APIs refuse others)"))
-	}
-	if strings.TrimSpace(s.Description) == "" {
-		errs = append(errs, errors.New("no description: the model cannot know when to call it"))
-	}
-	switch s.Risk {
-	case engine.RiskLow, engine.RiskMedium, engine.RiskHigh, engine.RiskCritical:
-	default:
-		errs = append(errs, fmt.Errorf("risk level %q is not low, medium, high or critical", s.Risk))
-	}
-	var schema jsonschema.Schema
-	if err := json.Unmarshal(s.InputSchema, &schema); err != nil {
-		errs = append(errs, fmt.Errorf("the input schema is not a JSON Schema: %v", err))
-	} else if schema.Type != "object" {
-		errs = append(errs, fmt.Errorf("the input schema must be of type object, not %q", schema.Type))
-	} else if _, err := schema.Resolve(nil); err != nil {
-		errs = append(errs, fmt.Errorf("the input schema does not compile: %v", err))
-	}
-	return errors.Join(errs...)
 }
 
 // wantToolError checks err is a *engine.ToolError (of code, when given).
