@@ -146,6 +146,9 @@ func (m *mapper) announce(c *toolCall, status sdk.ToolCallStatus) sdk.SessionUpd
 	tc := &sdk.SessionUpdateToolCall{
 		ToolCallId: sdk.ToolCallId(c.id), Title: c.title, Kind: c.kind, Status: status,
 		Locations: c.locations, RawInput: rawJSON(c.args), Content: c.content(),
+		// ACP v1 has no field for the tool's name; clients that want it
+		// (to group or filter calls) find it here.
+		Meta: map[string]any{"tool_name": c.name},
 	}
 	if status == sdk.ToolCallStatusCompleted || status == sdk.ToolCallStatusFailed {
 		c.done = true
