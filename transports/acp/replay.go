@@ -73,4 +73,10 @@ func (s *session) replayTurn(specs []engine.ToolSpec, events []engine.Event) {
 	for _, ev := range events {
 		s.emit(m, ev)
 	}
+	// A turn whose final event was not stored still ends its calls.
+	s.mapMu.Lock()
+	defer s.mapMu.Unlock()
+	for _, u := range m.closeAll(&engine.FinalEvent{Status: engine.TurnError}) {
+		s.c.notify(s.id, u)
+	}
 }

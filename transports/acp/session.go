@@ -2,7 +2,6 @@ package acp
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -339,9 +338,4 @@ func (s *session) close(grace time.Duration) {
 			s.c.s.log.Warn("stopping the session's MCP servers failed", "session", s.id, "error", err)
 		}
 	}
-}
-
-// describe is a one-line summary of the session for logs.
-func (s *session) describe() string {
-	return fmt.Sprintf("%s in %s (%s mode)", s.id, s.root, s.currentMode())
 }
