@@ -40,9 +40,16 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 	t.meta.ToolsUsed = []string{}
 	t.meta.FilesModified = []string{}
 
+	// The request is stored with the turn's first event, as typed, and
+	// replaced by the message the model sees (with the editor context and
+	// attachments) with the next one.
+	t.s.setPending(Message{Role: RoleUser, Content: in.Message})
 	t.emit(&ThinkingEvent{Phase: PhaseAnalyzing, Message: "Reading the request"})
 	ec := t.editorContext(ctx, in.Context)
 	user := Message{Role: RoleUser, Content: t.userContent(in, ec.text)}
+	if user.Content != in.Message {
+		t.s.setPending(user)
+	}
 	keep := []Message{user}
 
 	specs, err := t.e.Tools(ctx)

@@ -153,7 +153,18 @@ func (l *Log) Close() error {
 // An I/O error after the write began may leave a torn line, which the next
 // Append repairs; an error from fsync leaves the receipt's durability
 // unknown.
+//
+// Every error reads "append receipt: ...", once: callers add no prefix of
+// their own.
 func (l *Log) Append(ctx context.Context, r Receipt) (Receipt, error) {
+	r, err := l.append(ctx, r)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("append receipt: %w", err)
+	}
+	return r, nil
+}
+
+func (l *Log) append(ctx context.Context, r Receipt) (Receipt, error) {
 	if err := r.validate(); err != nil {
 		return Receipt{}, err
 	}
@@ -170,21 +181,21 @@ func (l *Log) Append(ctx context.Context, r Receipt) (Receipt, error) {
 		if ctx.Err() != nil {
 			return Receipt{}, ctx.Err()
 		}
-		return Receipt{}, fmt.Errorf("append receipt: lock %s: %w", l.lock.Path(), err)
+		return Receipt{}, fmt.Errorf("lock %s: %w", l.lock.Path(), err)
 	}
 	defer l.lock.Unlock()
 
 	h, err := l.currentHead()
 	if err != nil {
 		l.head = head{}
-		return Receipt{}, fmt.Errorf("append receipt: %w", err)
+		return Receipt{}, err
 	}
 	t := l.now().UTC()
 	if t.Before(h.time) {
 		t = h.time
 	}
 	if t.Year() < 0 || t.Year() > 9999 {
-		return Receipt{}, fmt.Errorf("append receipt: clock reads %v, outside the years 0000 to 9999 the layout can name", t)
+		return Receipt{}, fmt.Errorf("clock reads %v, outside the years 0000 to 9999 the layout can name", t)
 	}
 	r.Version, r.Time, r.Prev = Version, t, h.hash
 	if r.ID == "" {
@@ -201,7 +212,7 @@ func (l *Log) Append(ctx context.Context, r Receipt) (Receipt, error) {
 	info, err := l.write(path, line)
 	if err != nil {
 		l.head = head{}
-		return Receipt{}, fmt.Errorf("append receipt: %w", err)
+		return Receipt{}, err
 	}
 	l.head = head{valid: true, file: path, info: info, hash: r.Hash, time: r.Time}
 	return r, nil

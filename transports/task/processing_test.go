@@ -289,6 +289,17 @@ func TestReceiptFailure(t *testing.T) {
 			t.Errorf("%s: %d %s", repo, rep.status, rep.body)
 		}
 		assertKeys(t, e.Details, "taskId", "reason")
+		// The reason says what failed once (issue 20 item 12: it read
+		// "append receipt: append receipt: mkdir ...").
+		reason, _ := e.Details["reason"].(string)
+		for _, prefix := range []string{"append receipt:", "open receipt log:"} {
+			if strings.Count(reason, prefix) > 1 {
+				t.Errorf("%s: the reason repeats %q: %s", repo, prefix, reason)
+			}
+		}
+		if want := map[string]string{"test-repo": "append receipt: ", "other-repo": "open receipt log: "}[repo]; !strings.HasPrefix(reason, want) {
+			t.Errorf("%s: reason %q, want it to start with %q", repo, reason, want)
+		}
 	}
 }
 
