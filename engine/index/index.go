@@ -62,6 +62,13 @@ type Options struct {
 	// from Index.Embed and earlier runs, and symbol tables are built on
 	// first use.
 	Background bool
+	// Watch keeps every workspace the service opens current: each is
+	// watched (Index.Watch) until Close, and searches wait for the
+	// watcher's first refresh, so a long-running server never answers
+	// from an index older than the files. Where watching cannot start
+	// (the inotify watch limit), each search refreshes first, at most
+	// once a second.
+	Watch bool
 }
 
 // Service is the code index of every workspace, in one database. It
@@ -164,6 +171,14 @@ type Index struct {
 	baseSymsFor, deltaSymsFor *segment
 
 	progress atomic.Pointer[Progress]
+
+	// watchReady is closed after the watcher's first refresh (nil when
+	// the service does not watch); unwatched is set when watching failed.
+	watchReady chan struct{}
+	unwatched  atomic.Bool
+	// refreshed is when the last refresh before a search ran (unwatched).
+	refreshMu sync.Mutex
+	refreshed time.Time
 }
 
 // fileEntry is a catalog row. Content 0 marks a file left out (binary or
@@ -201,7 +216,33 @@ func (s *Service) Workspace(ctx context.Context, root string) (*Index, error) {
 	}
 	ix.warmSymbols()
 	s.indexes[real] = ix
+	if s.opts.Watch {
+		ix.startWatch()
+	}
 	return ix, nil
+}
+
+// startWatch runs Watch in the background until the service closes.
+func (ix *Index) startWatch() {
+	svc := ix.svc
+	ix.watchReady = make(chan struct{})
+	var once sync.Once
+	ready := func() { once.Do(func() { close(ix.watchReady) }) }
+	svc.bgWG.Add(1)
+	go func() {
+		defer svc.bgWG.Done()
+		defer ready()
+		err := ix.Watch(svc.bg, func(st BuildStats, err error) {
+			if err != nil {
+				svc.log.Warn("index update failed", "workspace", ix.root, "error", err)
+			}
+			ready()
+		})
+		if err != nil && svc.bg.Err() == nil {
+			ix.unwatched.Store(true)
+			svc.log.Warn("not watching the workspace; searches refresh the index first", "workspace", ix.root, "error", err)
+		}
+	}()
 }
 
 // Root is the workspace directory.

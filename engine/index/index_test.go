@@ -457,3 +457,52 @@ func TestCorruptSegmentIsRebuilt(t *testing.T) {
 		t.Errorf("rebuild stats %+v: analyses should be reused", st)
 	}
 }
+
+// TestWatchNewDirectories: files created in a directory made after the
+// watch started, and in a directory moved in from outside, are indexed,
+// also when they appear after the watcher has seen their directory.
+func TestWatchNewDirectories(t *testing.T) {
+	_, ix, dir := newTestIndex(t, repo)
+	build(t, ix, BuildOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	applied := make(chan BuildStats, 64)
+	done := make(chan error, 1)
+	go func() { done <- ix.Watch(ctx, func(st BuildStats, err error) { applied <- st }) }()
+	<-applied // the refresh that follows setting up the watches
+	waitFor := func(what, pattern string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for len(textPaths(t, ix, engine.TextQuery{Pattern: pattern})) != 1 {
+			select {
+			case <-applied:
+			case <-deadline:
+				t.Fatalf("the watcher did not index %s", what)
+			}
+		}
+	}
+	// A new directory: the watcher applies its creation (nothing to
+	// index yet), and only then does a file appear in it.
+	os.MkdirAll(filepath.Join(dir, "later", "deeper"), 0o755)
+	<-applied
+	os.WriteFile(filepath.Join(dir, "later", "deeper", "late.go"), []byte("package deeper\n\nfunc LateComer() {}\n"), 0o644)
+	waitFor("a file created in a directory made after watching started", "LateComer")
+	os.WriteFile(filepath.Join(dir, "later", "top.go"), []byte("package later\n\nfunc TopComer() {}\n"), 0o644)
+	waitFor("a file created in the new directory itself", "TopComer")
+
+	// A directory moved in from outside the workspace, with a file; then
+	// a file created in it afterwards.
+	outside := filepath.Join(t.TempDir(), "moved")
+	os.MkdirAll(filepath.Join(outside, "sub"), 0o755)
+	os.WriteFile(filepath.Join(outside, "sub", "in.go"), []byte("package sub\n\nfunc MovedIn() {}\n"), 0o644)
+	if err := os.Rename(outside, filepath.Join(dir, "moved")); err != nil {
+		t.Skipf("cannot move a directory into the workspace: %v", err)
+	}
+	waitFor("a file of a directory moved in", "MovedIn")
+	os.WriteFile(filepath.Join(dir, "moved", "sub", "after.go"), []byte("package sub\n\nfunc AfterMove() {}\n"), 0o644)
+	waitFor("a file created in a moved-in directory", "AfterMove")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("watch returned %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"time"
 
 	"github.com/plexus-agent/plexus/engine"
 )
@@ -13,12 +14,39 @@ func (s *Service) ready(ctx context.Context, root string) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ix.watchReady != nil {
+		select {
+		case <-ix.watchReady:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if ix.unwatched.Load() {
+			if err := ix.refreshAtMost(ctx, time.Second); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if !ix.Built() {
 		if _, err := ix.Build(ctx, BuildOptions{}); err != nil {
 			return nil, err
 		}
 	}
 	return ix, nil
+}
+
+// refreshAtMost brings the index up to date (Build: a stat walk, and the
+// changed files read) unless that was done less than every ago.
+func (ix *Index) refreshAtMost(ctx context.Context, every time.Duration) error {
+	ix.refreshMu.Lock()
+	defer ix.refreshMu.Unlock()
+	if time.Since(ix.refreshed) < every {
+		return nil
+	}
+	if _, err := ix.Build(ctx, BuildOptions{}); err != nil {
+		return err
+	}
+	ix.refreshed = time.Now()
+	return nil
 }
 
 // SearchSymbols implements engine.Searcher.
