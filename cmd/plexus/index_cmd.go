@@ -54,6 +54,11 @@ a terminal; a summary line ends the run.`,
 			if err != nil {
 				return err
 			}
+			// The size reported is the database file's once the
+			// write-ahead log is folded into it.
+			if err := rt.index.Checkpoint(ctx); err != nil {
+				rt.log.Warn("index checkpoint", "error", err)
+			}
 			status := ix.Status()
 			fmt.Fprintf(cmd.OutOrStdout(), "indexed %d files (%d read, %d changed, %d analysed, %d left out) in %s: %d symbols, %d chunks; index %s\n",
 				st.Files, st.Read, st.Changed, st.Analyzed, st.Skipped, st.Duration.Round(time.Millisecond),

@@ -50,7 +50,10 @@ type BuildStats struct {
 	// analysis was used.
 	Analyzed int `json:"analyzed"`
 	Reused   int `json:"reused"`
-	// Skipped counts files left out: binary or over the size cap.
+	// Skipped counts files left out: binary or over the size cap. Build
+	// counts every such file of the workspace, whether read now or
+	// remembered from an earlier build, so a refresh reports what the
+	// build did; ApplyChanges counts those of its changes.
 	Skipped int   `json:"skipped"`
 	Bytes   int64 `json:"bytes"`
 	// Full is true when the search segment was rebuilt.
@@ -284,7 +287,11 @@ func (ix *Index) Build(ctx context.Context, opts BuildOptions) (BuildStats, erro
 		work = walked
 	}
 	stats, err := ix.apply(ctx, work, removed, full, report)
-	stats.Skipped += skipped
+	// Left out: the files over the size cap (never in the catalog) and
+	// the catalog's binary files, read now or remembered.
+	ix.mu.RLock()
+	stats.Skipped = skipped + len(ix.files) - countIndexed(ix.files)
+	ix.mu.RUnlock()
 	stats.Duration = time.Since(start)
 	if err != nil {
 		return stats, err

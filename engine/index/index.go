@@ -134,6 +134,18 @@ func (s *Service) Close() error {
 	return s.db.Close()
 }
 
+// Checkpoint copies the write-ahead log into the database file and
+// truncates the log (SQLite's wal_checkpoint(TRUNCATE)), so that the file
+// alone holds the index. Readers of other processes may hold the log
+// back; then it is left as it is and no error is returned.
+func (s *Service) Checkpoint(ctx context.Context) error {
+	var busy, logged, done int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil {
+		return fmt.Errorf("index database checkpoint: %w", err)
+	}
+	return nil
+}
+
 // DBPath is the database file.
 func (s *Service) DBPath() string { return s.opts.Path }
 
@@ -313,7 +325,9 @@ type Status struct {
 	// Building is true while a build runs; Progress is its last report.
 	Building bool      `json:"building"`
 	Progress *Progress `json:"progress,omitempty"`
-	// DatabaseBytes is the size of the database file (all workspaces).
+	// DatabaseBytes is the size of the database file (all workspaces)
+	// and of its write-ahead log; after Service.Checkpoint the log is
+	// empty and this is what the index takes on disk.
 	DatabaseBytes int64 `json:"database_bytes"`
 	// Vectors reports the embeddings.
 	Vectors VectorStatus `json:"vectors"`

@@ -141,10 +141,23 @@ func TestBuildCatalog(t *testing.T) {
 	if status.Files != 7 || status.Symbols == 0 || status.Chunks == 0 || status.Building || status.LastUpdate.IsZero() {
 		t.Errorf("status = %+v", status)
 	}
-	// A second build with nothing changed reads nothing.
+	// A second build with nothing changed reads nothing, and counts the
+	// files left out as the first did.
 	st = build(t, ix, BuildOptions{})
-	if st.Read != 0 || st.Changed != 0 || st.Full {
+	if st.Read != 0 || st.Changed != 0 || st.Full || st.Skipped != 1 {
 		t.Errorf("no-op build = %+v", st)
+	}
+	// After a checkpoint the database file alone holds the index, and
+	// that is the size reported.
+	if err := ix.svc.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	main, _ := os.Stat(ix.svc.DBPath())
+	if wal, err := os.Stat(ix.svc.DBPath() + "-wal"); err == nil && wal.Size() != 0 {
+		t.Errorf("write-ahead log of %d bytes after the checkpoint", wal.Size())
+	}
+	if got := ix.Status().DatabaseBytes; got != main.Size() {
+		t.Errorf("database_bytes %d, want the file's %d", got, main.Size())
 	}
 }
 
