@@ -474,8 +474,8 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 	if full {
 		report(Progress{Phase: "writing", Done: total, Total: total, Bytes: stats.Bytes}, true)
 		seg = builder.finish()
-		gen++
-		if err := batch.putSegment(ctx, gen, seg.encode()); err != nil {
+		var err error
+		if gen, err = batch.putSegment(ctx, gen, seg.encode()); err != nil {
 			return stats, err
 		}
 	} else {
@@ -489,6 +489,13 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 		seg = base
 		delta = buildDelta(newDelta)
 	}
+	stamp := ix.stamp
+	if full || len(work) > 0 || len(removed) > 0 {
+		var err error
+		if stamp, err = batch.stamp(ctx); err != nil {
+			return stats, err
+		}
+	}
 	if err := batch.commit(); err != nil {
 		return stats, err
 	}
@@ -499,6 +506,7 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 	ix.files, ix.paths = newFiles, newPaths
 	ix.base, ix.gen, ix.delta, ix.deltaDocs = seg, gen, delta, newDelta
 	ix.updated = time.Now()
+	ix.stamp = stamp
 	ix.mu.Unlock()
 	ix.warmSymbols()
 	ix.kickEmbedding()

@@ -168,6 +168,9 @@ type Index struct {
 	delta     *segment           // contents changed since base; may be nil
 	deltaDocs map[int64]*docData // what delta is built from
 	updated   time.Time
+	// stamp is the workspace's updated_ns as of the state held: another
+	// process that writes the index changes it (see Index.sync).
+	stamp int64
 
 	// hashMap locates live chunks by text hash for vector hits, cached
 	// for the segments it was built from.
@@ -282,6 +285,7 @@ func (ix *Index) load(ctx context.Context) error {
 		base = nil
 	}
 	ix.files, ix.paths, ix.base = files, pathsByContent(files), base
+	ix.stamp = updated
 	if updated > 0 {
 		ix.updated = time.Unix(0, updated)
 	}

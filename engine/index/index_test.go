@@ -519,3 +519,47 @@ func TestWatchNewDirectories(t *testing.T) {
 		t.Errorf("watch returned %v", err)
 	}
 }
+
+// TestSearchSeesOtherProcessesWrites: two services on one database are
+// two processes; what one commits (an edit applied, a rebuild, a new
+// file), the other's next search sees.
+func TestSearchSeesOtherProcessesWrites(t *testing.T) {
+	ctx := context.Background()
+	svc1, ix1, dir := newTestIndex(t, repo)
+	build(t, ix1, BuildOptions{})
+	svc2, err := Open(ctx, Options{Path: svc1.DBPath()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc2.Close()
+	count := func(pattern string) int {
+		t.Helper()
+		res, err := svc2.SearchText(ctx, dir, engine.TextQuery{Pattern: pattern}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Matches)
+	}
+	if n := count("AddItem"); n == 0 {
+		t.Fatal("the second process finds nothing")
+	}
+	// An edit applied by the first process.
+	os.WriteFile(filepath.Join(dir, "cart", "extra.go"), []byte("package cart\n\nfunc WrittenElsewhere() {}\n"), 0o644)
+	if _, err := ix1.ApplyChanges(ctx, []FileChange{{Type: "created", Path: "cart/extra.go"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("WrittenElsewhere"); n != 1 {
+		t.Errorf("after the other process applied a change: %d matches, want 1", n)
+	}
+	// A rebuild (a new base segment) by the first process, after another
+	// file changed.
+	os.WriteFile(filepath.Join(dir, "cart", "extra.go"), []byte("package cart\n\nfunc RebuiltElsewhere() {}\n"), 0o644)
+	build(t, ix1, BuildOptions{Rebuild: true})
+	if n, old := count("RebuiltElsewhere"), count("WrittenElsewhere"); n != 1 || old != 0 {
+		t.Errorf("after the other process rebuilt: %d new, %d old matches; want 1 and 0", n, old)
+	}
+	hits, err := svc2.SearchSymbols(ctx, dir, engine.SymbolQuery{Query: "RebuiltElsewhere"})
+	if err != nil || len(hits) != 1 {
+		t.Errorf("symbols after the rebuild: %v %v", hits, err)
+	}
+}
