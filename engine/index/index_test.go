@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -561,5 +562,49 @@ func TestSearchSeesOtherProcessesWrites(t *testing.T) {
 	hits, err := svc2.SearchSymbols(ctx, dir, engine.SymbolQuery{Query: "RebuiltElsewhere"})
 	if err != nil || len(hits) != 1 {
 		t.Errorf("symbols after the rebuild: %v %v", hits, err)
+	}
+}
+
+// TestSymbolQualifiedAndImportance: Package.Name and Type.Method find the
+// definition they name; a plain name ranks the exported, top-level
+// definition of library code that the workspace refers to most above
+// tests, internal packages and methods.
+func TestSymbolQualifiedAndImportance(t *testing.T) {
+	files := map[string]string{
+		"os/file.go":            "package os\n\nfunc ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"os/file_test.go":       "package os\n\nfunc ReadFile2() {}\n\nfunc TestReadFile() { ReadFile(\"x\") }\n",
+		"io/ioutil/ioutil.go":   "package ioutil\n\nfunc ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"internal/fsys/fsys.go": "package fsys\n\nfunc ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"embed/embed.go":        "package embed\n\ntype FS struct{}\n\nfunc (f FS) ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"bytes/buffer.go":       "package bytes\n\ntype Buffer struct{}\n\nfunc (b *Buffer) Write(p []byte) (int, error) { return 0, nil }\n",
+		"bufio/bufio.go":        "package bufio\n\ntype Writer struct{}\n\nfunc (b *Writer) Write(p []byte) (int, error) { return 0, nil }\n",
+		"cmd/a/main.go":         "package main\n\nimport \"os\"\n\nfunc main() { os.ReadFile(\"a\") }\n",
+		"cmd/b/main.go":         "package main\n\nimport \"os\"\n\nfunc main() { os.ReadFile(\"b\") }\n",
+		"cmd/c/main.go":         "package main\n\nimport \"io/ioutil\"\n\nfunc main() { ioutil.ReadFile(\"c\") }\n",
+	}
+	_, ix, _ := newTestIndex(t, files)
+	build(t, ix, BuildOptions{})
+	first := func(query string) string {
+		t.Helper()
+		hits, err := ix.SearchSymbols(context.Background(), engine.SymbolQuery{Query: query})
+		if err != nil || len(hits) == 0 {
+			t.Fatalf("%s: %v %v", query, hits, err)
+		}
+		return fmt.Sprintf("%s %s %s", hits[0].Path, hits[0].Container, hits[0].Name)
+	}
+	for query, want := range map[string]string{
+		"ReadFile":        "os/file.go  ReadFile",
+		"os.ReadFile":     "os/file.go  ReadFile",
+		"ioutil.ReadFile": "io/ioutil/ioutil.go  ReadFile",
+		"fsys.ReadFile":   "internal/fsys/fsys.go  ReadFile",
+		"FS.ReadFile":     "embed/embed.go FS ReadFile",
+		"embed.FS":        "embed/embed.go  FS",
+		"Buffer.Write":    "bytes/buffer.go Buffer Write",
+		"bufio.Writer":    "bufio/bufio.go  Writer",
+		"Writer::Write":   "bufio/bufio.go Writer Write",
+	} {
+		if got := first(query); got != want {
+			t.Errorf("%s: first hit %q, want %q", query, got, want)
+		}
 	}
 }
