@@ -83,7 +83,10 @@ func (m *scriptModel) requests() []engine.ChatRequest {
 
 // toolbox is an in-process Toolset: read (read-only), write (needs
 // approval), fail, slow and big.
-type toolbox struct{ invoked []string }
+type toolbox struct {
+	invoked  []string
+	overlays []map[string]engine.OverlayFile // each call's InvokeRequest.Overlay
+}
 
 func (tb *toolbox) Tools(context.Context) ([]engine.ToolSpec, error) {
 	schema := json.RawMessage(`{"type":"object"}`)
@@ -98,6 +101,7 @@ func (tb *toolbox) Tools(context.Context) ([]engine.ToolSpec, error) {
 
 func (tb *toolbox) Invoke(ctx context.Context, req engine.InvokeRequest, on func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	tb.invoked = append(tb.invoked, req.Tool)
+	tb.overlays = append(tb.overlays, req.Overlay)
 	switch req.Tool {
 	case "read":
 		on(engine.ToolUpdate{Progress: &engine.ToolProgress{Message: "reading"}})

@@ -172,6 +172,11 @@ type TurnOptions struct {
 	Host Host
 	// ApproveAll approves every call that needs approval without asking.
 	ApproveAll bool
+	// ReadOnly denies, whatever the workspace policy and ApproveAll say,
+	// every action but calls of read-only tools that need no approval:
+	// patch applies, commands, and calls of tools that can change
+	// something. A front-end's "read-only" or "plan" mode sets it.
+	ReadOnly bool
 	// OnEvent receives the turn's events in order, synchronously, from
 	// one goroutine at a time; a slow OnEvent slows the turn. Nil drops
 	// them. The FinalEvent comes after the session's history and status

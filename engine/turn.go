@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -362,7 +361,7 @@ func (t *turn) invoke(ctx context.Context, call ToolCall, spec ToolSpec, cmd *Co
 	res, err := t.e.opts.Tools.Invoke(cctx, InvokeRequest{
 		CallID: call.ID, Tool: call.Name, Args: call.Args,
 		WorkspaceRoot: t.s.workspace.Root, Host: &callHost{t: t, call: call},
-		Overlay: maps.Clone(r.overlay), Settings: settings,
+		Overlay: t.overlayFor(ctx, call, spec, r), Settings: settings,
 	}, func(u ToolUpdate) {
 		e := ev(ToolRunning)
 		e.Update = &u
