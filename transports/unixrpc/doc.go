@@ -4,7 +4,7 @@
 // [--socket PATH] runs it:
 //
 //	ln, err := unixrpc.Listen(path) // path from --socket, else unixrpc.DefaultSocketPath()
-//	srv, err := unixrpc.New(unixrpc.Options{Engine: eng, Workspace: ws, Logger: log})
+//	srv, err := unixrpc.New(unixrpc.Options{Engine: eng, Workspace: ws, Logger: logger})
 //	go srv.Serve(ln)
 //	...
 //	srv.Shutdown(ctx) // on SIGTERM: removes the socket file
