@@ -44,3 +44,9 @@ func options(t *testing.T) faultsuite.Options {
 func TestFaultsHTTP(t *testing.T) { faultsuite.RunHTTP(t, bin, options(t)) }
 
 func TestFaultsTask(t *testing.T) { faultsuite.RunTask(t, bin, options(t)) }
+
+func TestFaultsUnix(t *testing.T) { faultsuite.RunUnix(t, bin, options(t)) }
+
+func TestFaultsNDJSON(t *testing.T) { faultsuite.RunStdio(t, bin, "ndjson", options(t)) }
+
+func TestFaultsLSPStdio(t *testing.T) { faultsuite.RunStdio(t, bin, "lsp-stdio", options(t)) }

@@ -68,7 +68,7 @@ func OptionsFromEnv() (Options, error) {
 // Rig is one front-end's run: its data directory (shared by every server
 // it starts), its random source and its figures.
 type Rig struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	Name string
 	Opts Options
@@ -99,7 +99,7 @@ type Figures struct {
 }
 
 // NewRig prepares a run of front-end name with the plexus binary bin.
-func NewRig(t *testing.T, bin, name string, opts Options) *Rig {
+func NewRig(t testing.TB, bin, name string, opts Options) *Rig {
 	h := uint64(0)
 	for _, c := range name {
 		h = h*131 + uint64(c)
@@ -246,7 +246,7 @@ func (r *Rig) Start(args ...string) *Proc {
 }
 
 // WaitFor waits for a stderr line matching re and returns its submatches.
-func (p *Proc) WaitFor(t *testing.T, re *regexp.Regexp, timeout time.Duration) []string {
+func (p *Proc) WaitFor(t testing.TB, re *regexp.Regexp, timeout time.Duration) []string {
 	t.Helper()
 	found := make(chan []string, 1)
 	p.mu.Lock()
@@ -300,7 +300,7 @@ func (p *Proc) Kill() {
 }
 
 // Term sends SIGTERM and waits up to timeout for a graceful exit.
-func (p *Proc) Term(t *testing.T, timeout time.Duration) {
+func (p *Proc) Term(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -411,7 +411,7 @@ func (r *Rig) Receipts(dir string) []receipts.Receipt {
 }
 
 // WriteFile writes a file of the test's own (a workspace file).
-func WriteFile(t *testing.T, path, content string) {
+func WriteFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

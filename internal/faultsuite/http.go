@@ -86,7 +86,7 @@ type ackPatch struct {
 }
 
 // RunHTTP runs the http front-end's fault run.
-func RunHTTP(t *testing.T, bin string, opts Options) {
+func RunHTTP(t testing.TB, bin string, opts Options) {
 	start := time.Now()
 	h := &httpRig{Rig: NewRig(t, bin, "http", opts)}
 	h.script = filepath.Join(t.TempDir(), "notes.jsonl")

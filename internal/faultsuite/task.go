@@ -41,7 +41,7 @@ type ackTask struct {
 // RunTask runs the task front-end's fault run: clients post tasks (a
 // quarter with a deadline shorter than the answer takes) until the
 // server is killed.
-func RunTask(t *testing.T, bin string, opts Options) {
+func RunTask(t testing.TB, bin string, opts Options) {
 	start := time.Now()
 	r := &taskRig{Rig: NewRig(t, bin, "task", opts), acked: map[string]ackTask{}}
 	r.script = filepath.Join(t.TempDir(), "answer.jsonl")
