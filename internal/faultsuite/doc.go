@@ -33,14 +33,24 @@
 // the kill interrupted), and `plexus receipts verify` accepts the log with
 // its signed head.
 //
-// The suite runs in `go test ./internal/faultsuite` with a bounded number
-// of kills; the environment widens it:
+// The suite runs in `go test ./internal/faultsuite` (and so in the
+// README's test command and CI) with a bounded number of kills, about two
+// minutes in all; `go test -short` skips it. The environment widens it:
 //
-//	PLEXUS_FAULT_KILLS    kills per front-end (default 20)
+//	PLEXUS_FAULT_KILLS    kills per front-end (default DefaultKills, 5)
 //	PLEXUS_FAULT_CLIENTS  concurrent clients (default 3)
 //	PLEXUS_FAULT_SEED     the seed of every random choice (default 1)
 //	PLEXUS_FAULT_REPORT   a file to append the figures table to
 //
 // Everything listens on loopback or on Unix sockets in temporary
 // directories; the model is the replay provider (no network).
+// PLEXUS_FAULT_BIN runs the suite against another build of plexus (an
+// older one, to see what it catches).
+//
+// The same package holds the WebSocket load test and benchmark
+// (load_test.go), which drive examples/clients/ws-node/load.mjs (npm
+// ws):
+//
+//	go test -run TestLoadWebSocket100 ./internal/faultsuite
+//	go test -run '^$' -bench WebSocketTurns -benchtime 3x ./internal/faultsuite
 package faultsuite

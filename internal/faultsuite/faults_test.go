@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 }
 
 func options(t *testing.T) faultsuite.Options {
+	if testing.Short() {
+		t.Skip("the fault-injection suite kills and restarts plexus servers for a minute or two; -short skips it")
+	}
 	o, err := faultsuite.OptionsFromEnv()
 	if err != nil {
 		t.Fatal(err)
