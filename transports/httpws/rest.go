@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST", "/v1/workspaces/{workspace_id}/index/refresh", s.withWorkspace(s.handleBuild(false)))
 	handle("POST", "/v1/workspaces/{workspace_id}/index/incremental", s.withWorkspace(s.handleIncremental))
 	handle("GET", "/v1/workspaces/{workspace_id}/index/status", s.withWorkspace(s.handleIndexStatus))
+	handle("POST", "/v1/workspaces/{workspace_id}/search", s.withWorkspace(s.handleSearch))
 	handle("POST", "/v1/sessions", s.handleCreateSession)
 	handle("GET", "/v1/sessions", s.handleListSessions)
 	handle("GET", "/v1/sessions/{session_id}", s.handleGetSession)
