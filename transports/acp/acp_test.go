@@ -579,3 +579,79 @@ func TestBadInputKeepsServing(t *testing.T) {
 		t.Errorf("prompt after bad input: %q %v", stop, err)
 	}
 }
+
+// TestPlanModeUpdateAndRememberedRejection: update_plan becomes a plan
+// update; a mode set through the config option is confirmed with
+// current_mode_update; reject_always is remembered, so the same change is
+// refused next time without asking.
+func TestPlanModeUpdateAndRememberedRejection(t *testing.T) {
+	write := `{"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}}`
+	script := writeScript(t,
+		`{"text": "Planning.", "tool_calls": [{"name": "update_plan", "arguments": {"steps": [{"description": "Write notes", "files_involved": ["notes.txt"], "status": "in_progress"}, {"description": "Report", "status": "pending"}]}}, `+write+`]}`,
+		`{"text": "first: {{ get (get (.Result \"write_file\") \"patch\") \"status\" }}"}`,
+		`{"text": "Again.", "tool_calls": [`+write+`]}`,
+		`{"text": "second: {{ get (get (.Result \"write_file\") \"patch\") \"status\" }}"}`)
+	root := t.TempDir()
+	testtree.Write(t, root, calcFiles)
+	var mu sync.Mutex
+	asked := 0
+	e := newEnv(t, root, t.TempDir(), script, func(method string, _ json.RawMessage) (any, *acptest.RPCError) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "reject_always"}}, nil
+	}, acp.Options{})
+	e.initialize(t, map[string]any{})
+	sid := e.newSession(t)
+	e.call(t, "session/set_config_option", map[string]any{"sessionId": sid, "configId": "mode", "value": "ask"}, nil)
+	if stop, err := e.prompt(t, sid, "Write notes"); err != nil || stop != "end_turn" {
+		t.Fatalf("%q %v", stop, err)
+	}
+	if stop, err := e.prompt(t, sid, "Write notes again"); err != nil || stop != "end_turn" {
+		t.Fatalf("%q %v", stop, err)
+	}
+	ups := e.client.Updates()
+	var plans, modes []map[string]any
+	for _, u := range ups {
+		var m map[string]any
+		json.Unmarshal(u.Update, &m)
+		switch u.Kind() {
+		case "plan":
+			plans = append(plans, m)
+		case "current_mode_update":
+			modes = append(modes, m)
+		}
+	}
+	if len(modes) != 1 || modes[0]["currentModeId"] != "ask" {
+		t.Errorf("mode updates %v", modes)
+	}
+	if len(plans) != 1 {
+		t.Fatalf("plans %v", plans)
+	}
+	entries := plans[0]["entries"].([]any)
+	first := entries[0].(map[string]any)
+	if len(entries) != 2 || first["content"] != "Write notes (notes.txt)" || first["status"] != "in_progress" || first["priority"] != "medium" ||
+		entries[1].(map[string]any)["status"] != "pending" {
+		t.Errorf("plan entries %v", entries)
+	}
+	_, calls := toolCalls(ups)
+	kinds := map[string]int{}
+	for _, c := range calls {
+		kinds[c.Kind]++
+	}
+	if kinds["think"] != 1 || kinds["edit"] != 2 {
+		t.Errorf("tool call kinds %v", kinds)
+	}
+	got := text(ups, "agent_message_chunk")
+	if !strings.Contains(got, "first: rejected") || !strings.Contains(got, "second: rejected") {
+		t.Errorf("text %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("asked %d times; reject_always should have been remembered", asked)
+	}
+	if _, err := os.Stat(filepath.Join(root, "notes.txt")); err == nil {
+		t.Error("notes.txt was written")
+	}
+}
