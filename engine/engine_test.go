@@ -375,6 +375,24 @@ func TestModelErrorEndsTurn(t *testing.T) {
 	}
 }
 
+// lateTimerCtx is a context whose deadline has passed by the clock while
+// its timer has not run yet (as on a loaded machine): Err is still nil.
+type lateTimerCtx struct{ context.Context }
+
+func (lateTimerCtx) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestTimeoutBeforeTheTimerRuns: a model plugin's copy of the deadline
+// fires and its error comes back before this process's timer ran; the
+// turn still ends as timed out, not as a model error (issue 14 item 3).
+func TestTimeoutBeforeTheTimerRuns(t *testing.T) {
+	merr := &engine.ModelError{Provider: "replay", Kind: engine.ErrTimeout, Message: "context deadline exceeded"}
+	f := newFixture(t, engine.Options{}, step{err: merr})
+	res, _ := f.run(t, lateTimerCtx{context.Background()}, "hi", engine.TurnOptions{})
+	if res.Status != engine.TurnTimeout {
+		t.Errorf("result = %+v, want status timeout", res)
+	}
+}
+
 func TestStepLimit(t *testing.T) {
 	loop := step{calls: []engine.ToolCall{call("", "read", `{}`)}}
 	f := newFixture(t, engine.Options{MaxSteps: 2}, loop, loop, loop)

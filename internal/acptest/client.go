@@ -4,15 +4,18 @@
 // the agent's requests with a handler, records every session/update, and
 // validates every message the agent sends against the ACP v1 JSON Schema
 // (internal/acpschema): a message that does not validate is recorded as a
-// violation, which the test reports.
+// violation, which the test reports. Without the schema (its npm package is
+// not installed) that check is skipped, unless PLEXUS_REQUIRE_NODE is set.
 package acptest
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 
@@ -188,7 +191,13 @@ func (c *Client) check(m Message, line []byte) {
 			return
 		}
 	}
-	if err := acpschema.Validate(def, data); err != nil {
+	err := acpschema.Validate(def, data)
+	if errors.Is(err, acpschema.ErrNoSchema) && os.Getenv("PLEXUS_REQUIRE_NODE") == "" {
+		// Without the npm package that ships the schema, messages are
+		// checked for framing and methods only (CI installs it).
+		return
+	}
+	if err != nil {
 		c.violate("%s does not validate: %v\n%.2000s", def, err, line)
 	}
 }
