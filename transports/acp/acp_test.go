@@ -3,6 +3,7 @@ package acp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -653,5 +654,52 @@ func TestPlanModeUpdateAndRememberedRejection(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "notes.txt")); err == nil {
 		t.Error("notes.txt was written")
+	}
+}
+
+// TestConcurrentSessions runs prompts in four sessions of one connection
+// at once: each answers end_turn and gets exactly its own updates.
+func TestConcurrentSessions(t *testing.T) {
+	root := t.TempDir()
+	testtree.Write(t, root, calcFiles)
+	e := newEnv(t, root, t.TempDir(), writeScript(t,
+		`{"text": "Reading.", "tool_calls": [{"name": "read_file", "arguments": {"path": "calc.go"}}]}`,
+		`{"text": "calc.go has {{ get (.Result \"read_file\") \"total_lines\" }} lines.", "delay_ms": 5}`), nil, acp.Options{})
+	e.initialize(t, map[string]any{})
+	const n = 4
+	sids := make([]string, n)
+	for i := range sids {
+		sids[i] = e.newSession(t)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for _, sid := range sids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.client.Call(ctxT(t), "session/prompt", map[string]any{"sessionId": sid,
+				"prompt": []any{map[string]any{"type": "text", "text": "How long is calc.go?"}}})
+			if err != nil || !strings.Contains(string(res), "end_turn") {
+				errs <- fmt.Errorf("%s: %s %v", sid, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	per := map[string][]acptest.Update{}
+	for _, u := range e.client.Updates() {
+		per[u.SessionID] = append(per[u.SessionID], u)
+	}
+	for _, sid := range sids {
+		if got := text(per[sid], "agent_message_chunk"); got != "Reading.calc.go has 7 lines." {
+			t.Errorf("session %s text %q", sid, got)
+		}
+		order, calls := toolCalls(per[sid])
+		if len(order) != 1 || calls[order[0]].Status != "completed" {
+			t.Errorf("session %s tool calls %v", sid, order)
+		}
 	}
 }
