@@ -703,3 +703,32 @@ func TestConcurrentSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestPermissionCancelledOutcome: a client that cancels the turn answers
+// its pending permission request "cancelled" (as ACP requires); the
+// prompt then answers cancelled, nothing is written, and the edit's tool
+// call ends failed.
+func TestPermissionCancelledOutcome(t *testing.T) {
+	root := t.TempDir()
+	testtree.Write(t, root, calcFiles)
+	e := newEnv(t, root, t.TempDir(), writeScript(t, editScript[1:]...), func(method string, _ json.RawMessage) (any, *acptest.RPCError) {
+		return map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, nil
+	}, acp.Options{})
+	e.initialize(t, map[string]any{})
+	sid := e.newSession(t)
+	if stop, err := e.prompt(t, sid, "Fix Add"); err != nil || stop != "cancelled" {
+		t.Fatalf("%q %v", stop, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "calc.go")); string(got) != calcFiles["calc.go"] {
+		t.Errorf("calc.go changed:\n%s", got)
+	}
+	order, calls := toolCalls(e.client.Updates())
+	if len(order) != 2 {
+		t.Fatalf("tool calls %v", order)
+	}
+	for _, id := range order {
+		if calls[id].Status != "failed" {
+			t.Errorf("%s ended %q", calls[id].Title, calls[id].Status)
+		}
+	}
+}
