@@ -101,12 +101,3 @@ func TestReceiptsRepair(t *testing.T) {
 		t.Errorf("repair of a cut log: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}

@@ -69,7 +69,9 @@
 // (embeds only), "code" (a name with code/coder in it) or "chat", loaded
 // as the provider reports it, and current: true for the engine's current
 // model; the list is cached for 30 s, and a provider that does not answer
-// within 2 s (or fails) is left out, and the list then not cached. Client capabilities: "streaming" and
+// within 2 s (or fails) is left out, and the list then not cached; one
+// that is not configured (OpenAI without an API key or a base URL) is
+// left out without being contacted. Client capabilities: "streaming" and
 // "tool_approval" are honoured (without tool_approval, calls that need
 // approval are denied by policy); a client that sends no capabilities
 // array gets everything. terminal_size is kept; config is accepted and
@@ -245,6 +247,22 @@
 // program name longer than 64 bytes is not corrected. context.update accepts every member of agent.query's context
 // (recent_commands, recent_output, shell, open_files) besides cwd, env and
 // terminal_size; sent as a request it is answered {"updated": true}.
+//
+// Search (beyond the contract). search.text and search.symbols answer
+// from the engine's code index (engine.Engine.Searcher), the code path of
+// the search tools and of the HTTP front-end's search endpoint.
+// search.text takes {pattern (required), regex, case_insensitive, path,
+// include, context_lines (0 to 20), limit, stream}: limit defaults to 100
+// and 0 asks for every match; the result is {matches, match_count,
+// files_searched, truncated}, truncated true exactly when the limit cut
+// matches. With stream true the matches go out instead as search.matches
+// notifications {request_id, matches} (at most 1000 matches or about 1
+// MiB each), every one written before the result, which then leaves
+// matches out. search.symbols takes {query (required), kind, path,
+// include_refs, limit (1 to 1000, default 20)} and answers {symbols}.
+// Both search Options.Workspace; with Options.AnyWorkspace (the per-user
+// search server plexus search starts) workspace_root, an absolute
+// directory, names another. A bad pattern is -32602.
 //
 // Shutdown. Shutdown stops accepting and removes the socket file, cancels
 // every query (each ends with stream.complete cancelled), writes what is

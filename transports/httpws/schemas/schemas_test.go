@@ -36,7 +36,7 @@ var serverTypes = []string{
 }
 
 var (
-	requestSchemas  = []string{"RegisterWorkspaceRequest", "CreateSessionRequest", "SetCurrentModelRequest", "IncrementalRequest", "Policy"}
+	requestSchemas  = []string{"RegisterWorkspaceRequest", "CreateSessionRequest", "SetCurrentModelRequest", "IncrementalRequest", "Policy", "SearchRequest"}
 	responseSchemas = []string{
 		"Health", "Workspace", "WorkspaceList", "IndexJob", "IndexJobResponse", "IndexStatusResponse",
 		"IncrementalResponse", "Session", "SessionList", "SessionState", "Message", "ModelList", "CurrentModel", "Error",
@@ -275,6 +275,7 @@ func TestOpenAPI(t *testing.T) {
 			"post /v1/workspaces/{workspace_id}/index/refresh":     {"202", "401", "404", "409"},
 			"post /v1/workspaces/{workspace_id}/index/incremental": {"200", "400", "401", "404", "413"},
 			"get /v1/workspaces/{workspace_id}/index/status":       {"200", "401", "404"},
+			"post /v1/workspaces/{workspace_id}/search":            {"200", "400", "401", "404", "413"},
 			"post /v1/sessions":                                    {"201", "400", "401", "404"},
 			"get /v1/sessions":                                     {"200", "400", "401"},
 			"get /v1/sessions/{session_id}":                        {"200", "401", "404"},
@@ -679,7 +680,7 @@ func TestValidMessages(t *testing.T) {
 		{"tool progress", "tool.execute",
 			`{"type":"tool.execute","seq":1,"call_id":"c","tool_name":"run","args":{},"status":"started","progress":{"progress":{"message":"half","percentage":50}}}`},
 		{"plan step status", "agent.plan",
-			`{"type":"agent.plan","seq":1,"steps":[{"step_number":1,"description":"d","status":"in_progress"}],"rationale":""}`},
+			`{"type":"agent.plan","seq":1,"steps":[{"step_number":1,"description":"d","files_involved":[],"status":"in_progress"}],"rationale":""}`},
 		{"server error with unknown member", "server.error",
 			`{"type":"server.error","seq":0,"error":{"code":"INVALID_REQUEST","message":"m","recoverable":true,"details":{"field":"/message"}},"future":1}`},
 	} {
@@ -698,6 +699,8 @@ func TestInvalidMessages(t *testing.T) {
 			`{"type":"client.approval_response","approved":true}`, "request_id"},
 		{"missing approved", "client.approval_response",
 			`{"type":"client.approval_response","request_id":"r"}`, "approved"},
+		{"plan step without files_involved", "agent.plan",
+			`{"type":"agent.plan","seq":1,"steps":[{"step_number":1,"description":"d"}],"rationale":""}`, "files_involved"},
 		{"bad scope", "client.approval_response",
 			`{"type":"client.approval_response","request_id":"r","approved":true,"scope":"some"}`, "scope"},
 		{"file scope without a file", "client.approval_response",
@@ -780,6 +783,12 @@ func TestRESTBodies(t *testing.T) {
 		{"incremental example hash", "IncrementalRequest", `{"changes":[{"type":"created","file_path":"src/utils/new_helper.ts","content_hash":"sha256:abc123...","timestamp":"2025-12-30T10:35:12Z"}]}`, true},
 		{"incremental hash without its algorithm", "IncrementalRequest", `{"changes":[{"type":"modified","file_path":"a.go","content_hash":"abc"}]}`, false},
 		{"incremental empty", "IncrementalRequest", `{"changes":[]}`, false},
+		{"search text", "SearchRequest", `{"pattern":"ReadFile","limit":0}`, true},
+		{"search text without pattern", "SearchRequest", `{"mode":"text","query":"x"}`, false},
+		{"search symbols", "SearchRequest", `{"mode":"symbols","query":"os.ReadFile","limit":5}`, true},
+		{"search symbols without query", "SearchRequest", `{"mode":"symbols","pattern":"x"}`, false},
+		{"search symbols limit 0", "SearchRequest", `{"mode":"symbols","query":"x","limit":0}`, false},
+		{"search unknown member", "SearchRequest", `{"pattern":"x","max":3}`, false},
 		{"policy", "Policy", `{"version":1,"commands":{"mode":"local_terminal"},"rules":[{"tool":"write_file","action":"ask","source":"user"}]}`, true},
 		{"policy not an object", "Policy", `[]`, false},
 		{"error", "Error", `{"error":{"code":"INVALID_REQUEST","message":"m","details":{"field":"/workspace_id"}}}`, true},
@@ -789,7 +798,8 @@ func TestRESTBodies(t *testing.T) {
 		{"session", "Session", `{"session_id":"ses_0123456789abcdef","workspace_id":"ws_0123456789ab","created_at":"2025-12-30T10:35:12Z","busy":false,"turns":1,"last_seq":9,
 		  "state":{"pending_patches":[],"applied_patches":[],"pending_approvals":[],"current_step":0,"total_steps":0,"busy":false,"last_seq":9},
 		  "messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","name":"read_file","arguments":{"path":"a"}}]},{"role":"tool","content":"{}","tool_call_id":"c1","tool_name":"read_file"}]}`, true},
-		{"models", "ModelList", `{"models":[{"provider":"ollama","model_name":"llama3","capabilities":["chat"],"loaded":true}],"current":null,"errors":[{"provider":"openai","message":"no key"}]}`, true},
+		{"models", "ModelList", `{"models":[{"provider":"ollama","model_name":"llama3","capabilities":["completion"],"loaded":true}],"current":null,"errors":[{"provider":"ollama","message":"down"}],"not_configured":[{"provider":"openai","message":"not configured: set OPENAI_API_KEY"}]}`, true},
+		{"models without not_configured", "ModelList", `{"models":[],"current":null,"errors":[]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := compile(tc.schema).Validate(decode(t, tc.body))
