@@ -224,3 +224,12 @@ func TestServeACPNodeSDK(t *testing.T) {
 }
 
 func str(v any) string { s, _ := v.(string); return s }
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
