@@ -34,11 +34,16 @@ install=1
 only_install=0
 flags=()
 pkgs=()
+value=0 # the next argument is the value of a go test flag
 for arg in "$@"; do
+  if [ "$value" = 1 ]; then flags+=("$arg"); value=0; continue; fi
   case "$arg" in
     --no-install) install=0 ;;
     --install-only) only_install=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    # go test flags that take a value, given as a separate argument
+    -run|-skip|-bench|-benchtime|-count|-timeout|-p|-parallel|-cpu|-tags|-shuffle|-fuzz|-fuzztime|-list|-coverprofile|-coverpkg|-covermode|-cpuprofile|-memprofile|-blockprofile|-mutexprofile|-trace|-outputdir|-o|-exec|-vet|-ldflags|-gcflags)
+      flags+=("$arg"); value=1 ;;
     -*) flags+=("$arg") ;;
     *) pkgs+=("$arg") ;;
   esac
