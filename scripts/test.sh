@@ -18,7 +18,9 @@
 # `go install`, about 3 minutes the first time; gcc for its cgo),
 # bubblewrap and Node.js/npm (apt-get, with sudo when not root) and the
 # npm dependencies of examples/clients/* and plugins/mcp/testdata/npm.
-# Safe to run again: each step is skipped when its result is there.
+# Safe to run again: each step is skipped when its result is there. As
+# root it also makes the first-hour test mandatory, which needs a network
+# namespace (cmd/plexus/offline_test.go).
 #
 # .ci/run calls this script with PLEXUS_CHECK_GENERATED=1 (regenerate the
 # plugin contracts' Go code with buf and compare; without it the test
@@ -62,11 +64,19 @@ root() {
 }
 
 apt_updated=0
-# apt_install PKG... installs Debian packages, running apt-get update once.
+# apt_install PKG... installs Debian packages, running apt-get update once;
+# it fails (saying so) without apt-get or root.
 apt_install() {
-  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install $* with your system's package manager, then run again"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "apt-get not found: install $* with your system's package manager" >&2
+    return 1
+  fi
+  if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
+    echo "need root (or sudo) to install $*" >&2
+    return 1
+  fi
   if [ "$apt_updated" = 0 ]; then
-    root apt-get update -qq >/dev/null
+    root apt-get update -qq >/dev/null || return 1
     apt_updated=1
   fi
   root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
@@ -83,7 +93,10 @@ if [ "$install" = 1 ]; then
   # internal/ollamatest): v0.6.5 builds from the Go module proxy (newer
   # versions' module zips lack vendored headers); it needs cgo and gcc.
   if ! command -v ollama >/dev/null 2>&1; then
-    command -v gcc >/dev/null 2>&1 || { step "installing gcc (to build ollama)"; apt_install gcc libc6-dev; }
+    if ! command -v gcc >/dev/null 2>&1; then
+      step "installing gcc (to build ollama)"
+      apt_install gcc libc6-dev || die "ollama needs gcc (cgo): install it, then run again"
+    fi
     step "installing ollama v0.6.5 into $gobin (go install, about 3 minutes)"
     CGO_ENABLED=1 go install -ldflags "-X github.com/ollama/ollama/version.Version=0.6.5" \
       github.com/ollama/ollama@v0.6.5
@@ -107,7 +120,7 @@ if [ "$install" = 1 ]; then
   # again only when its package-lock.json changed.
   if ! command -v npm >/dev/null 2>&1; then
     step "installing Node.js and npm"
-    apt_install nodejs npm
+    apt_install nodejs npm || die "the tests need Node.js and npm (https://nodejs.org): install them, then run again"
   fi
   for dir in examples/clients/*/ plugins/mcp/testdata/npm/; do
     dir="${dir%/}"

@@ -151,25 +151,11 @@ func firstHourInNamespace(t *testing.T, clone string) {
 	start, noRoutesBefore, dnsBefore := time.Now(), noRoutes(t), dns.queries.Load()
 	run := func(what string, wantCode int, name string, args ...string) result {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Dir, cmd.Env = clone, env
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%s: %v", what, err)
+		r := runIn(t, 5*time.Minute, clone, env, "", name, args...)
+		if r.code != wantCode {
+			t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.code, wantCode, r.stdout, r.stderr)
 		}
-		r := result{stdout.String(), stderr.String(), code}
-		if code != wantCode {
-			t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, code, wantCode, r.stdout, r.stderr)
-		}
-		t.Logf("%s: exit %d", what, code)
+		t.Logf("%s: exit %d", what, r.code)
 		return r
 	}
 
