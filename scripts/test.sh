@@ -155,5 +155,13 @@ go vet "${pkgs[@]}"
 # mandatory (elsewhere it needs unprivileged user namespaces, or skips).
 if [ "$(id -u)" = 0 ]; then export PLEXUS_REQUIRE_NETNS=1; fi
 
+# go test's default -timeout (10 minutes per package) is a bet on the
+# machine's speed: cmd/plexus alone takes longer than that on a loaded
+# 2-core machine. A test that hangs still fails, after an hour.
+case " ${flags[*]} " in
+  *" -timeout "*|*" -timeout="*) ;;
+  *) flags+=(-timeout 60m) ;;
+esac
+
 step "go test -race ${flags[*]} ${pkgs[*]}"
 go test -race "${flags[@]}" "${pkgs[@]}"
