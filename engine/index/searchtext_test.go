@@ -85,6 +85,13 @@ func TestTextSearchMatchesBruteForce(t *testing.T) {
 		{Pattern: `k\w+`, Regex: true, CaseInsensitive: true}, {Pattern: `line$`, Regex: true}, {Pattern: `x+needle`, Regex: true},
 		{Pattern: `(value|pass)`, Regex: true}, {Pattern: `[A-Z]{4,}`, Regex: true}, {Pattern: `e\s+i`, Regex: true},
 		{Pattern: `misſ`, CaseInsensitive: true}, {Pattern: `\x{212A}`, Regex: true}, {Pattern: `.`, Regex: true},
+		// Non-ASCII case folding and regexes without a long literal: the
+		// case variants and the bounded-window prefilters.
+		{Pattern: "é", CaseInsensitive: true}, {Pattern: "É", CaseInsensitive: true}, {Pattern: "ß", CaseInsensitive: true},
+		{Pattern: "straße", CaseInsensitive: true}, {Pattern: "cödé", CaseInsensitive: true}, {Pattern: "Ü", CaseInsensitive: true},
+		{Pattern: `\pL\pN{0,3}e`, Regex: true}, {Pattern: `[a-z]{2}e`, Regex: true}, {Pattern: `\pL{3}é`, Regex: true, CaseInsensitive: true},
+		{Pattern: `[0-9]{4}-[0-9]{2}`, Regex: true}, {Pattern: `y{3}z?`, Regex: true}, {Pattern: `(?i)k\w`, Regex: true},
+		{Pattern: `x{10}needle`, Regex: true}, {Pattern: `e\b`, Regex: true}, {Pattern: `ſ.`, Regex: true, CaseInsensitive: true},
 	}
 	for _, q := range queries {
 		got, want := indexed(t, ix, q), bruteForce(t, oddCorpus, q)
