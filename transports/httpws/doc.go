@@ -21,6 +21,12 @@
 //     MODEL_UNAVAILABLE, INDEX_FAILED, INTERNAL; WebSocket errors add
 //     INVALID_MESSAGE, SESSION_BUSY and the engine's codes (MODEL_ERROR,
 //     TOOL_ERROR, POLICY_VIOLATION, RETRIEVAL_FAILED, CANCELLED, ...).
+//     File watcher events (POST .../index/incremental and
+//     client.file_changes) go through one schema and one check: a path
+//     outside the workspace is the client's error (400 INVALID_REQUEST
+//     naming the field; POLICY_VIOLATION on the stream) and nothing is
+//     indexed; INDEX_FAILED is the index's own failure. A workspace_id
+//     query parameter naming no workspace (GET /v1/sessions) is 400.
 //   - Search (beyond the contract): POST /v1/workspaces/{id}/search
 //     answers text searches (mode text: a literal or an RE2 expression,
 //     line by line; limit 0 for every match, truncated exactly when the

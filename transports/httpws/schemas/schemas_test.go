@@ -777,7 +777,9 @@ func TestRESTBodies(t *testing.T) {
 		{"model", "SetCurrentModelRequest", `{"provider":"ollama","model_name":"llama3"}`, true},
 		{"model without name", "SetCurrentModelRequest", `{"provider":"ollama"}`, false},
 		{"incremental", "IncrementalRequest", `{"changes":[{"type":"modified","file_path":"a.go","content_hash":"` + hash + `","timestamp":"2025-12-30T10:35:12Z"}]}`, true},
-		{"incremental short hash", "IncrementalRequest", `{"changes":[{"type":"modified","file_path":"a.go","content_hash":"sha256:abc"}]}`, false},
+		// The contract's own example hash: accepted, as on the stream.
+		{"incremental example hash", "IncrementalRequest", `{"changes":[{"type":"created","file_path":"src/utils/new_helper.ts","content_hash":"sha256:abc123...","timestamp":"2025-12-30T10:35:12Z"}]}`, true},
+		{"incremental hash without its algorithm", "IncrementalRequest", `{"changes":[{"type":"modified","file_path":"a.go","content_hash":"abc"}]}`, false},
 		{"incremental empty", "IncrementalRequest", `{"changes":[]}`, false},
 		{"search text", "SearchRequest", `{"pattern":"ReadFile","limit":0}`, true},
 		{"search text without pattern", "SearchRequest", `{"mode":"text","query":"x"}`, false},
