@@ -107,6 +107,10 @@ type textMatcher struct {
 	// match contains (the case variants of a non-ASCII piece): lines
 	// holding none are skipped.
 	needles [][]byte
+	// before, when set with window and an exact req, holds the bytes that
+	// may come just before req in a match: an occurrence after any other
+	// byte (or at the line's start) is passed over without running re.
+	before *[256]bool
 	// window, when positive, bounds a match's length in bytes and the
 	// expression has no empty-width assertion: a line is first tested on
 	// the bytes within window of each needle occurrence, then matched
@@ -157,6 +161,9 @@ func newTextMatcher(q engine.TextQuery) (*textMatcher, error) {
 		}
 		if n, ok := maxMatchBytes(parsed); ok && n <= maxLineBytes && (m.req != nil || m.needles != nil) {
 			m.window = n
+			if m.req != nil && !m.reqFold {
+				m.before = bytesBefore(parsed, string(m.req))
+			}
 		}
 	}
 	return m, nil
@@ -297,6 +304,67 @@ func foldVariants(run []rune) [][]byte {
 		}
 	}
 	return out
+}
+
+// bytesBefore returns the bytes that may end what comes just before the
+// case-kept literal lit in a concatenation re, when that is a non-empty
+// element whose last bytes are known; nil otherwise.
+func bytesBefore(re *syntax.Regexp, lit string) *[256]bool {
+	if re.Op != syntax.OpConcat {
+		return nil
+	}
+	for j := 1; j < len(re.Sub); j++ {
+		if sub := re.Sub[j]; sub.Op == syntax.OpLiteral && sub.Flags&syntax.FoldCase == 0 && string(sub.Rune) == lit {
+			return lastBytes(re.Sub[j-1])
+		}
+	}
+	return nil
+}
+
+// lastBytes returns the set of bytes a match of re (which cannot be
+// empty) can end with, or nil when unknown.
+func lastBytes(re *syntax.Regexp) *[256]bool {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return lastBytes(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return lastBytes(re.Sub[0])
+		}
+	case syntax.OpLiteral:
+		if len(re.Rune) == 0 {
+			return nil
+		}
+		var set [256]bool
+		r := re.Rune[len(re.Rune)-1]
+		orbit := []rune{r}
+		if re.Flags&syntax.FoldCase != 0 {
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				orbit = append(orbit, f)
+			}
+		}
+		for _, v := range orbit {
+			b := utf8.AppendRune(nil, v)
+			set[b[len(b)-1]] = true
+		}
+		return &set
+	case syntax.OpCharClass:
+		var set [256]bool
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			for r := lo; r <= hi && r < utf8.RuneSelf; r++ {
+				set[r] = true
+			}
+			if hi >= utf8.RuneSelf {
+				// A multi-byte rune ends with a continuation byte.
+				for b := 0x80; b <= 0xBF; b++ {
+					set[b] = true
+				}
+			}
+		}
+		return &set
+	}
+	return nil
 }
 
 // maxMatchBytes returns the most bytes a match of re can span, and false
@@ -523,6 +591,10 @@ func (m *textMatcher) windowMatch(line []byte) bool {
 				break
 			}
 			pos := from + i
+			if m.before != nil && (pos == 0 || !m.before[line[pos-1]]) {
+				from = pos + 1
+				continue
+			}
 			lo, hi := max(0, pos-m.window), min(len(line), pos+len(n)+m.window)
 			if m.re.Match(line[lo:hi]) {
 				return true
