@@ -12,7 +12,8 @@
 // (ASCII identifiers in another case, and non-ASCII words found in the
 // corpus), the four adversarial queries, and symbol names. Each
 // text query runs, interleaved and -reps times: rg as a process (rg -n
-// --no-heading --max-filesize 1M [-F] [-i]), plexus search --kind text
+// --no-heading --max-filesize 1M --hidden --glob '!.git' [-F] [-i]: the
+// files the index holds), plexus search --kind text
 // --limit 0 as a process (the CLI path: it asks the per-user search
 // server), and a search.text request on the search server's socket (the
 // server path: one connection, every match streamed, timed until the
@@ -286,7 +287,9 @@ func isASCII(s string) bool {
 }
 
 func rgRun(dir string, q query) ([]byte, time.Duration, error) {
-	args := []string{"-n", "--no-heading", "--max-filesize", "1M"}
+	// --hidden: the index holds dotfiles (.gitattributes, .github/...)
+	// too; like it, rg still skips .git and what .gitignore excludes.
+	args := []string{"-n", "--no-heading", "--max-filesize", "1M", "--hidden", "--glob", "!.git"}
 	if !q.regex {
 		args = append(args, "-F")
 	}
