@@ -107,10 +107,11 @@ type textMatcher struct {
 	// match contains (the case variants of a non-ASCII piece): lines
 	// holding none are skipped.
 	needles [][]byte
-	// before, when set with window and an exact req, holds the bytes that
-	// may come just before req in a match: an occurrence after any other
-	// byte (or at the line's start) is passed over without running re.
-	before *[256]bool
+	// before, when set with window and an exact req, holds for k = 1,
+	// 2, ... the bytes that may stand k bytes before req in a match: an
+	// occurrence after any other byte (or too close to the line's start)
+	// is passed over without running re.
+	before []*[256]bool
 	// window, when positive, bounds a match's length in bytes and the
 	// expression has no empty-width assertion: a line is first tested on
 	// the bytes within window of each needle occurrence, then matched
@@ -306,19 +307,107 @@ func foldVariants(run []rune) [][]byte {
 	return out
 }
 
-// bytesBefore returns the bytes that may end what comes just before the
-// case-kept literal lit in a concatenation re, when that is a non-empty
-// element whose last bytes are known; nil otherwise.
-func bytesBefore(re *syntax.Regexp, lit string) *[256]bool {
+// maxBefore bounds how many bytes before a literal bytesBefore checks.
+const maxBefore = 8
+
+// bytesBefore returns, for k = 1, 2, ..., the bytes that may stand k
+// bytes before the case-kept literal lit in a match of the concatenation
+// re, from the single-character elements that precede lit (nil when none
+// does). The byte k before lit belongs to one of the k elements before it:
+// it is that element's last byte, or an inner byte (0x80 and up) of a
+// multi-byte one.
+func bytesBefore(re *syntax.Regexp, lit string) []*[256]bool {
 	if re.Op != syntax.OpConcat {
 		return nil
 	}
 	for j := 1; j < len(re.Sub); j++ {
-		if sub := re.Sub[j]; sub.Op == syntax.OpLiteral && sub.Flags&syntax.FoldCase == 0 && string(sub.Rune) == lit {
-			return lastBytes(re.Sub[j-1])
+		sub := re.Sub[j]
+		if sub.Op != syntax.OpLiteral || sub.Flags&syntax.FoldCase != 0 || string(sub.Rune) != lit {
+			continue
 		}
+		var elems []*syntax.Regexp // nearest first
+		for i := j - 1; i >= 0 && len(elems) < maxBefore; i-- {
+			if !singleChars(re.Sub[i], &elems) {
+				break
+			}
+		}
+		var out []*[256]bool
+		var acc [256]bool
+		for _, e := range elems {
+			last := lastBytes(e)
+			if last == nil {
+				break
+			}
+			for b, ok := range last {
+				acc[b] = acc[b] || ok
+			}
+			if multiByte(e) {
+				for b := 0x80; b <= 0xFF; b++ {
+					acc[b] = true
+				}
+			}
+			set := acc
+			out = append(out, &set)
+			if len(out) == maxBefore {
+				break
+			}
+		}
+		return out
 	}
 	return nil
+}
+
+// singleChars appends the one-character elements re is made of, last
+// first, and reports whether re is wholly such (a character class, a
+// literal, or a fixed repetition or concatenation of them).
+func singleChars(re *syntax.Regexp, elems *[]*syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpCharClass:
+		*elems = append(*elems, re)
+		return true
+	case syntax.OpLiteral:
+		for i := len(re.Rune) - 1; i >= 0; i-- {
+			*elems = append(*elems, &syntax.Regexp{Op: syntax.OpLiteral, Rune: re.Rune[i : i+1], Flags: re.Flags})
+		}
+		return true
+	case syntax.OpCapture:
+		return singleChars(re.Sub[0], elems)
+	case syntax.OpRepeat:
+		if re.Min != re.Max || re.Min < 1 {
+			return false
+		}
+		for i := 0; i < re.Min && len(*elems) < maxBefore; i++ {
+			if !singleChars(re.Sub[0], elems) {
+				return false
+			}
+		}
+		return true
+	case syntax.OpConcat:
+		for i := len(re.Sub) - 1; i >= 0 && len(*elems) < maxBefore; i-- {
+			if !singleChars(re.Sub[i], elems) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// multiByte reports whether a one-character element can match a
+// multi-byte rune.
+func multiByte(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpLiteral {
+		if re.Flags&syntax.FoldCase != 0 {
+			return true // a case variant may be multi-byte (K, ſ)
+		}
+		return len(re.Rune) > 0 && re.Rune[0] >= utf8.RuneSelf
+	}
+	for i := 1; i < len(re.Rune); i += 2 {
+		if re.Rune[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
 }
 
 // lastBytes returns the set of bytes a match of re (which cannot be
@@ -330,6 +419,11 @@ func lastBytes(re *syntax.Regexp) *[256]bool {
 	case syntax.OpRepeat:
 		if re.Min >= 1 {
 			return lastBytes(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		// Simplify writes x{3} as xxx, a nested concatenation.
+		if len(re.Sub) > 0 {
+			return lastBytes(re.Sub[len(re.Sub)-1])
 		}
 	case syntax.OpLiteral:
 		if len(re.Rune) == 0 {
@@ -571,6 +665,17 @@ func (m *textMatcher) linesOfNeedles(data []byte, fn func(start, end int) bool) 
 	}
 }
 
+// fitsBefore reports whether the bytes before pos in line can precede
+// the literal in a match (m.before).
+func (m *textMatcher) fitsBefore(line []byte, pos int) bool {
+	for k, set := range m.before {
+		if pos-k-1 < 0 || !set[line[pos-k-1]] {
+			return false
+		}
+	}
+	return true
+}
+
 // windowMatch reports whether line may hold a match, testing only the
 // bytes within m.window of each occurrence of the needle (or needles).
 func (m *textMatcher) windowMatch(line []byte) bool {
@@ -591,7 +696,7 @@ func (m *textMatcher) windowMatch(line []byte) bool {
 				break
 			}
 			pos := from + i
-			if m.before != nil && (pos == 0 || !m.before[line[pos-1]]) {
+			if !m.fitsBefore(line, pos) {
 				from = pos + 1
 				continue
 			}
@@ -624,7 +729,7 @@ func (m *textMatcher) matchFile(path string, data []byte, ctxLines, limit int) [
 		line := data[start:end]
 		col := 0
 		if useRE {
-			if m.window > 0 && len(line) > 2*m.window && !m.windowMatch(line) {
+			if m.window > 0 && (m.before != nil || len(line) > 2*m.window) && !m.windowMatch(line) {
 				return true
 			}
 			loc := m.re.FindIndex(line)
