@@ -101,4 +101,3 @@ func TestReceiptsRepair(t *testing.T) {
 		t.Errorf("repair of a cut log: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
-
