@@ -533,46 +533,6 @@ func hasLookalikes(data []byte) bool {
 	return bytes.Contains(data, []byte("\u212a")) || bytes.Contains(data, []byte("\u017f"))
 }
 
-// requiredLiteral returns the longest literal that every match of re
-// contains, and whether it is matched case-insensitively; "" if none.
-func requiredLiteral(re *syntax.Regexp) (string, bool) {
-	switch re.Op {
-	case syntax.OpLiteral:
-		return string(re.Rune), re.Flags&syntax.FoldCase != 0
-	case syntax.OpCapture, syntax.OpPlus:
-		return requiredLiteral(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return requiredLiteral(re.Sub[0])
-		}
-	case syntax.OpConcat:
-		best, bestFold := "", false
-		run, runFold := "", false
-		consider := func(s string, f bool) {
-			if len(s) > len(best) {
-				best, bestFold = s, f
-			}
-		}
-		for _, sub := range re.Sub {
-			if sub.Op == syntax.OpLiteral {
-				f := sub.Flags&syntax.FoldCase != 0
-				if run != "" && f != runFold {
-					consider(run, runFold)
-					run = ""
-				}
-				run, runFold = run+string(sub.Rune), f
-				continue
-			}
-			consider(run, runFold)
-			run = ""
-			consider(requiredLiteral(sub))
-		}
-		consider(run, runFold)
-		return best, bestFold
-	}
-	return "", false
-}
-
 // lines walks data's lines that may match, calling fn with each line's
 // start and end offsets (end excludes the newline); fn returns false to
 // stop.
