@@ -749,3 +749,32 @@ func TestRunByHand(t *testing.T) {
 		t.Errorf("running the plugin by hand: %v\n%s", err, out)
 	}
 }
+
+// TestCloseDoesNotWaitForBackoff crashes a plugin whose restart backoff is
+// ten minutes: Close must return without waiting it out (issue 14: `plexus
+// run` exited up to 10 s after its turn because Close slept through the
+// backoff of a crash-looping plugin).
+func TestCloseDoesNotWaitForBackoff(t *testing.T) {
+	m, err := plugins.NewManager(plugins.Options{
+		Dirs:       []string{pluginDir(t, "plexus-tool-test")},
+		MinBackoff: 10 * time.Minute, MaxBackoff: 10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The crash schedules a restart after the backoff.
+	if _, _, err := invoke(t, m.Toolset(), "crash", `{}`); !errors.Is(err, engine.ErrPluginCrashed) {
+		m.Close()
+		t.Fatalf("err = %v, want a crash", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close is still waiting after 30 s: it waits out the restart backoff (10 minutes)")
+	}
+}

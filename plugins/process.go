@@ -47,11 +47,12 @@ type process struct {
 	failures int               // consecutive crashes and failed starts
 	restarts int
 	closed   bool
-	gone     error // a debug attach whose process exited: not restarted
+	quit     chan struct{} // closed by close: ends a backoff wait at once
+	gone     error         // a debug attach whose process exited: not restarted
 }
 
 func newProcess(info Info, opts *Options, log *slog.Logger, socketDir string) *process {
-	return &process{info: info, opts: opts, log: log.With("plugin", info.Name, "kind", info.Kind), socketDir: socketDir}
+	return &process{info: info, opts: opts, log: log.With("plugin", info.Name, "kind", info.Kind), socketDir: socketDir, quit: make(chan struct{})}
 }
 
 // get returns the live process's client, starting (or waiting for a
@@ -113,16 +114,23 @@ func (p *process) backoffLocked() time.Duration {
 	return d
 }
 
-// startLocked launches a start attempt after delay in the background.
+// startLocked launches a start attempt after delay in the background. The
+// delay ends early when the process is closed, and launch then does
+// nothing, so close never waits out a backoff.
 func (p *process) startLocked(delay time.Duration) {
 	ch := make(chan struct{})
 	p.starting = ch
 	go func() {
+		defer close(ch)
 		if delay > 0 {
-			time.Sleep(delay)
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-p.quit:
+			}
 		}
 		p.launch()
-		close(ch)
 	}()
 }
 
@@ -416,11 +424,15 @@ func (p *process) deadLocked(gen uint64, why string) {
 	}
 }
 
-// close stops the process and everything it started; it waits for a start
-// in progress to finish first.
+// close stops the process and everything it started. A restart that is
+// waiting out its backoff is dropped at once; a start in progress is
+// waited for (it ends within StartTimeout) and its process stopped.
 func (p *process) close() {
 	p.mu.Lock()
-	p.closed = true
+	if !p.closed {
+		p.closed = true
+		close(p.quit)
+	}
 	ch := p.starting
 	p.mu.Unlock()
 	if ch != nil {

@@ -52,12 +52,13 @@ type server struct {
 	downAt   time.Time // when the last connection was lost or attempt failed
 	failures int       // consecutive losses and failed attempts
 	closed   bool
+	quit     chan struct{}          // closed by close: ends a backoff wait at once
 	progress map[string]*updateSink // by progress token
 	cleanup  sync.WaitGroup         // retiring connections
 }
 
 func newServer(name string, cfg ServerConfig, opts *Options) *server {
-	s := &server{name: name, cfg: cfg, opts: opts, log: opts.Logger.With("mcp_server", name), progress: map[string]*updateSink{}}
+	s := &server{name: name, cfg: cfg, opts: opts, log: opts.Logger.With("mcp_server", name), progress: map[string]*updateSink{}, quit: make(chan struct{})}
 	if cfg.Command != "" {
 		s.stderr = newTailWriter(s.log, 20)
 	}
@@ -121,6 +122,9 @@ func (s *server) get(ctx context.Context) (conn, error) {
 					return conn{}, fmt.Errorf("%w (next attempt in %s)", err, delay.Round(time.Millisecond))
 				}
 			}
+			if delay > 0 {
+				s.log.Debug("reconnecting after the backoff", "backoff", delay.Round(time.Millisecond))
+			}
 			s.startLocked(delay)
 		}
 		ch := s.starting
@@ -150,7 +154,12 @@ func (s *server) startLocked(delay time.Duration) {
 	go func() {
 		defer close(ch)
 		if delay > 0 {
-			time.Sleep(delay)
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-s.quit: // closed: connect gives up at once
+			}
 		}
 		s.connect()
 	}()
@@ -159,7 +168,16 @@ func (s *server) startLocked(delay time.Duration) {
 // connect makes one connection attempt and records its outcome.
 func (s *server) connect() {
 	begin := time.Now()
-	sess, pid, tools, err := s.dial()
+	var sess *mcp.ClientSession
+	var pid int
+	var tools []*mcp.Tool
+	err := errClosed
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		sess, pid, tools, err = s.dial()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.starting = nil
@@ -294,7 +312,10 @@ func (s *server) retire(sess *mcp.ClientSession, pid int) {
 // server's process group and waits for all of it.
 func (s *server) close() {
 	s.mu.Lock()
-	s.closed = true
+	if !s.closed {
+		s.closed = true
+		close(s.quit)
+	}
 	ch := s.starting
 	s.mu.Unlock()
 	if ch != nil {
