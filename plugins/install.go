@@ -206,7 +206,7 @@ func probe(ctx context.Context, opts InstallOptions, ref Ref, path string, entry
 	}
 	defer os.RemoveAll(sockDir)
 	popts := &Options{Logger: opts.Logger, StartTimeout: opts.StartTimeout, Env: opts.Env, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
-	p := newProcess(Info{Ref: ref, Path: path, Lock: &entry}, popts, opts.Logger, sockDir)
+	p := newProcess(Info{Ref: ref, Path: path, Lock: &entry}, popts, opts.Logger, sockDir, newVerifier("", opts.Logger))
 	p.probe = true
 	defer p.close()
 	if _, _, err := p.get(ctx); err != nil {

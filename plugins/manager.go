@@ -88,6 +88,12 @@ type Options struct {
 	// directory, removed by Close; default $XDG_RUNTIME_DIR, else
 	// os.TempDir().
 	RuntimeDir string
+	// VerifiedCache is a file (created mode 0600) where the Manager
+	// records which binary identities it verified against their lock
+	// files, so that later processes skip hashing them; "" keeps the
+	// records in memory, for this Manager only. See the package
+	// documentation, "Installation and verification".
+	VerifiedCache string
 }
 
 // pluginName is what NAME may be in plexus-tool-NAME.
@@ -100,6 +106,7 @@ type Manager struct {
 	log       *slog.Logger
 	procs     []*process // built-ins first, then by directory order and name
 	socketDir string
+	verifier  *verifier
 
 	toolset *Toolset
 	once    sync.Once
@@ -134,7 +141,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, log: opts.Logger, socketDir: socketDir}
+	m := &Manager{opts: opts, log: opts.Logger, socketDir: socketDir, verifier: newVerifier(opts.VerifiedCache, opts.Logger)}
 	var infos []Info
 	seen := map[Ref]string{}
 	add := func(info Info) {
@@ -162,7 +169,7 @@ func NewManager(opts Options) (*Manager, error) {
 		}
 	}
 	for _, info := range infos {
-		m.procs = append(m.procs, newProcess(info, &m.opts, m.log, socketDir))
+		m.procs = append(m.procs, newProcess(info, &m.opts, m.log, socketDir, m.verifier))
 	}
 	m.toolset = &Toolset{m: m}
 	return m, nil

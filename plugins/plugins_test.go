@@ -27,6 +27,9 @@ import (
 var pluginBin string
 
 func TestMain(m *testing.M) {
+	if v := os.Getenv(envTestHost); v != "" {
+		os.Exit(testHost(v))
+	}
 	dir, err := os.MkdirTemp("", "plexus-plugins-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -192,7 +195,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != 11 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
+	if len(specs) != 12 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
 		t.Fatalf("specs = %+v", specs)
 	}
 	res, updates, err := invoke(t, ts, "echo", `{"text":"hello"}`)
@@ -700,8 +703,8 @@ func TestBrokenPluginLeavesOthersUsable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `start tool plugin "broken"`) {
 		t.Errorf("err = %v, want it to name the broken plugin", err)
 	}
-	if len(specs) != 11 {
-		t.Errorf("got %d tools from the working plugin, want 11", len(specs))
+	if len(specs) != 12 {
+		t.Errorf("got %d tools from the working plugin, want 12", len(specs))
 	}
 	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
 		t.Error(err)

@@ -117,6 +117,10 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		Env:       extraPluginEnv(),
 		PluginEnv: builtinEnv,
 		Reattach:  reattach,
+		// Beside the engine's other state, which commands cannot read or
+		// write (see plugins/doc.go for why this keeps the lock file's
+		// guarantee).
+		VerifiedCache: filepath.Join(g.dataDir, "plugins-verified.json"),
 	})
 	if err != nil {
 		return nil, err

@@ -21,6 +21,8 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/plugins/contain"
+	"github.com/plexus-agent/plexus/plugins/internal/tail"
 )
 
 // errClosed is returned by calls made after Toolset.Close.
@@ -35,14 +37,14 @@ type server struct {
 	opts   *Options
 	log    *slog.Logger
 	client *mcp.Client
-	stderr *tailWriter // stdio servers: their stderr, logged, last lines kept
+	stderr *tail.Writer // stdio servers: their stderr, logged, last lines kept
 
 	tokens atomic.Uint64
 
 	mu       sync.Mutex
 	sess     *mcp.ClientSession
 	done     chan struct{} // closed when sess's connection ends
-	pid      int           // stdio: the server's pid, also its process group id
+	pid      int           // stdio: the server's pid (it leads its containment)
 	gen      uint64        // increments with every connection
 	started  time.Time
 	tools    []*mcp.Tool // the live connection's tools
@@ -60,7 +62,8 @@ type server struct {
 func newServer(name string, cfg ServerConfig, opts *Options) *server {
 	s := &server{name: name, cfg: cfg, opts: opts, log: opts.Logger.With("mcp_server", name), progress: map[string]*updateSink{}, quit: make(chan struct{})}
 	if cfg.Command != "" {
-		s.stderr = newTailWriter(s.log, 20)
+		log := s.log
+		s.stderr = tail.New(20, func(line string) { log.Info("mcp server stderr", "line", line) })
 	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "plexus", Version: opts.ClientVersion}, &mcp.ClientOptions{
 		// No roots, sampling or elicitation: a server gets what its
@@ -232,19 +235,19 @@ func (s *server) dial() (sess *mcp.ClientSession, pid int, tools []*mcp.Tool, er
 		}
 		cmd.Dir = s.cfg.Cwd
 		cmd.Stderr = s.stderr
-		cmd.SysProcAttr = serverSysProcAttr()
+		contain.Apply(cmd, contain.Available())
 		// Wait stops copying stderr this long after the server exits,
 		// even when a child still holds the pipe.
 		cmd.WaitDelay = time.Second
 		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.TerminateTimeout}
-		s.stderr.reset()
+		s.stderr.Reset()
 	}
 	sess, err = s.client.Connect(ctx, transport, nil)
 	if cmd != nil && cmd.Process != nil {
 		pid = cmd.Process.Pid
 	}
 	if err != nil {
-		killGroup(pid)
+		contain.Kill(pid, contain.Available())
 		return nil, 0, nil, s.startErr(s.explain(err))
 	}
 	for t, err := range sess.Tools(ctx, nil) {
@@ -265,7 +268,7 @@ func (s *server) startErr(err error) error {
 // hint for a refused HTTP connection.
 func (s *server) explain(err error) error {
 	if s.stderr != nil {
-		if tail := s.stderr.tail(); tail != "" {
+		if tail := s.stderr.Indented(); tail != "" {
 			return fmt.Errorf("%w; the server exited or stopped answering, and its stderr ended with:\n%s", err, tail)
 		}
 		return fmt.Errorf("%w (the server exited or stopped answering, and printed nothing on stderr)", err)
@@ -296,14 +299,15 @@ func (s *server) lostLocked(gen uint64, why string) {
 	s.retire(sess, pid)
 }
 
-// retire closes sess and kills the process group pid in the background;
+// retire closes sess and kills what is left of the stdio server pid and
+// every process it started (package contain) in the background;
 // close waits for it.
 func (s *server) retire(sess *mcp.ClientSession, pid int) {
 	s.cleanup.Add(1)
 	go func() {
 		defer s.cleanup.Done()
 		sess.Close()
-		killGroup(pid)
+		contain.Kill(pid, contain.Available())
 	}()
 }
 
@@ -445,7 +449,7 @@ func (s *server) crashed(c conn, err error) (string, bool) {
 
 func (s *server) explainCrash(err error) error {
 	if s.stderr != nil {
-		if tail := s.stderr.tail(); tail != "" {
+		if tail := s.stderr.Indented(); tail != "" {
 			return fmt.Errorf("%w; its stderr ended with:\n%s", err, tail)
 		}
 	}
