@@ -219,7 +219,7 @@ func TestInstall(t *testing.T) {
 	sum, _ := plugins.FileSHA256(pluginBin)
 	e := inst.Entry
 	if e.Kind != "tool" || e.Name != "test" || e.File != "plexus-tool-test" || e.SHA256 != sum || e.Version != "(devel)" ||
-		!slices.Equal(e.ProtocolVersions, []int{plugins.ProtocolVersion}) || e.Source != pluginBin || inst.Replaced || len(inst.Tools) != 12 {
+		!slices.Equal(e.ProtocolVersions, []int{plugins.ProtocolVersion}) || e.Source != pluginBin || inst.Replaced || len(inst.Tools) != 13 {
 		t.Errorf("installed %+v, %d tools", inst, len(inst.Tools))
 	}
 	fi, err := os.Stat(inst.Path)

@@ -94,6 +94,9 @@ type Options struct {
 	// records in memory, for this Manager only. See the package
 	// documentation, "Installation and verification".
 	VerifiedCache string
+
+	// invokePerCall: tool calls use Invoke, never Calls (benchmarks).
+	invokePerCall bool
 }
 
 // pluginName is what NAME may be in plexus-tool-NAME.

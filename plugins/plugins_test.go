@@ -195,7 +195,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != 12 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
+	if len(specs) != 13 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
 		t.Fatalf("specs = %+v", specs)
 	}
 	res, updates, err := invoke(t, ts, "echo", `{"text":"hello"}`)
@@ -703,8 +703,8 @@ func TestBrokenPluginLeavesOthersUsable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `start tool plugin "broken"`) {
 		t.Errorf("err = %v, want it to name the broken plugin", err)
 	}
-	if len(specs) != 12 {
-		t.Errorf("got %d tools from the working plugin, want 12", len(specs))
+	if len(specs) != 13 {
+		t.Errorf("got %d tools from the working plugin, want 13", len(specs))
 	}
 	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
 		t.Error(err)
@@ -779,5 +779,39 @@ func TestCloseDoesNotWaitForBackoff(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close is still waiting after 30 s: it waits out the restart backoff (10 minutes)")
+	}
+}
+
+// TestCallsShareALongLivedStream: tool calls go over the plugin's Calls
+// stream, one stream reused call after call (issue 16: a stream per call
+// cost more than a unary gRPC call); with the Calls stream turned off,
+// over Invoke. TestConcurrentCallsDuringCrash runs calls at once.
+func TestCallsShareALongLivedStream(t *testing.T) {
+	stream := func(ts engine.Toolset) (method, id string) {
+		t.Helper()
+		res, _, err := invoke(t, ts, "stream", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct{ Method, Stream string }
+		if err := json.Unmarshal(res.Content, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Method, r.Stream
+	}
+	ts := newManager(t, plugins.Options{}).Toolset()
+	method, first := stream(ts)
+	if method != "/plexus.v1.ToolService/Calls" {
+		t.Fatalf("the call arrived on %s, want the Calls stream", method)
+	}
+	for range 3 {
+		if _, id := stream(ts); id != first {
+			t.Fatalf("a later call arrived on stream %s, want the first call's %s", id, first)
+		}
+	}
+	m := newManager(t, plugins.Options{})
+	plugins.UseInvokePerCall(m)
+	if method, _ := stream(m.Toolset()); method != "/plexus.v1.ToolService/Invoke" {
+		t.Errorf("with Calls turned off, the call arrived on %s, want Invoke", method)
 	}
 }

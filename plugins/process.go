@@ -342,6 +342,16 @@ func (p *process) setup(client *plugin.Client, run *pluginRunner) (rpc plugin.Cl
 		if err != nil {
 			return rpc, nil, nil, pid, kindErr(KindTool, "describe", err)
 		}
+		// A first stream for calls, ready for the first call; none for a
+		// plugin that does not serve Calls.
+		c.calls.unsupported = p.opts.invokePerCall
+		cs, err := c.calls.get(ctx)
+		if err != nil {
+			return rpc, nil, nil, pid, fmt.Errorf("open a calls stream: %w", err)
+		}
+		if cs != nil {
+			c.calls.put(cs)
+		}
 	}
 	return rpc, raw, specs, pid, nil
 }

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -37,12 +39,12 @@ func spec(name string, readOnly bool) engine.ToolSpec {
 }
 
 // Tools lists noop, echo, sleep, crash, spawn_and_crash, ask, fail, pid,
-// log, search, env and daemon.
+// log, search, env, daemon and stream.
 func (t *Tools) Tools(context.Context) ([]engine.ToolSpec, error) {
 	return []engine.ToolSpec{
 		spec("noop", true), spec("echo", true), spec("sleep", true), spec("crash", true),
 		spec("spawn_and_crash", false), spec("ask", false), spec("fail", true), spec("pid", true), spec("log", true),
-		spec("search", true), spec("env", true), spec("daemon", false),
+		spec("search", true), spec("env", true), spec("daemon", false), spec("stream", true),
 	}, nil
 }
 
@@ -88,6 +90,9 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 		onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: "pid", Text: strconv.Itoa(HostPid(cmd.Process.Pid))}})
 		time.Sleep(50 * time.Millisecond)
 		os.Exit(4)
+	case "stream":
+		// The gRPC method and stream the call arrived on.
+		return engine.JSONResult(map[string]string{"method": methodOf(ctx), "stream": streamOf(ctx)}, "stream")
 	case "daemon":
 		// A daemon that leaves the plugin's process group and session and
 		// is orphaned (setsid in a subshell that exits), holding the FIFO
@@ -330,4 +335,18 @@ func HostPid(pid int) int {
 		}
 	}
 	return pid
+}
+
+// methodOf is the full gRPC method a call arrived on ("" in-process).
+func methodOf(ctx context.Context) string {
+	m, _ := grpc.Method(ctx)
+	return m
+}
+
+// streamOf identifies the gRPC stream a call arrived on ("" in-process).
+func streamOf(ctx context.Context) string {
+	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
+		return fmt.Sprintf("%p", st)
+	}
+	return ""
 }
