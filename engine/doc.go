@@ -14,7 +14,8 @@
 //     extensions, found by type assertion: CommandRunner (the client runs
 //     commands, local_terminal mode), PatchApplier (the client applies
 //     approved patches) and ClientToolHost (the client runs tools of its
-//     own, offered to the model beside the engine's).
+//     own, offered to the model beside the engine's) and BufferReader
+//     (the client's editor buffers are what read-only tools read).
 //   - SessionStore, WorkspaceStore, PatchStore: persistence (engine/store,
 //     SQLite). With a SessionStore a session's history and every event are
 //     stored, a restarted engine loads them (Session, Events for resuming a

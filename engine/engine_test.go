@@ -83,7 +83,10 @@ func (m *scriptModel) requests() []engine.ChatRequest {
 
 // toolbox is an in-process Toolset: read (read-only), write (needs
 // approval), fail, slow and big.
-type toolbox struct{ invoked []string }
+type toolbox struct {
+	invoked  []string
+	overlays []map[string]engine.OverlayFile // each call's InvokeRequest.Overlay
+}
 
 func (tb *toolbox) Tools(context.Context) ([]engine.ToolSpec, error) {
 	schema := json.RawMessage(`{"type":"object"}`)
@@ -98,6 +101,7 @@ func (tb *toolbox) Tools(context.Context) ([]engine.ToolSpec, error) {
 
 func (tb *toolbox) Invoke(ctx context.Context, req engine.InvokeRequest, on func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	tb.invoked = append(tb.invoked, req.Tool)
+	tb.overlays = append(tb.overlays, req.Overlay)
 	switch req.Tool {
 	case "read":
 		on(engine.ToolUpdate{Progress: &engine.ToolProgress{Message: "reading"}})
@@ -368,6 +372,24 @@ func TestModelErrorEndsTurn(t *testing.T) {
 	}
 	if res.Status != engine.TurnError || res.Error != `ollama: model "x" not found, try pulling it first` {
 		t.Errorf("result = %+v", res)
+	}
+}
+
+// lateTimerCtx is a context whose deadline has passed by the clock while
+// its timer has not run yet (as on a loaded machine): Err is still nil.
+type lateTimerCtx struct{ context.Context }
+
+func (lateTimerCtx) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestTimeoutBeforeTheTimerRuns: a model plugin's copy of the deadline
+// fires and its error comes back before this process's timer ran; the
+// turn still ends as timed out, not as a model error (issue 14 item 3).
+func TestTimeoutBeforeTheTimerRuns(t *testing.T) {
+	merr := &engine.ModelError{Provider: "replay", Kind: engine.ErrTimeout, Message: "context deadline exceeded"}
+	f := newFixture(t, engine.Options{}, step{err: merr})
+	res, _ := f.run(t, lateTimerCtx{context.Background()}, "hi", engine.TurnOptions{})
+	if res.Status != engine.TurnTimeout {
+		t.Errorf("result = %+v, want status timeout", res)
 	}
 }
 

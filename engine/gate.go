@@ -15,6 +15,9 @@ import (
 // approval, patch applies and commands ask.
 func (t *turn) decide(ctx context.Context, req ActionRequest) Verdict {
 	risk := specRisk(req.Spec)
+	if t.opts.ReadOnly && (req.Kind != ActionToolCall || !req.Spec.ReadOnly || req.Spec.NeedsApproval) {
+		return Verdict{Action: VerdictDeny, Reason: "the session is read-only: it may read and search, not change files or run commands (switch the mode to allow changes)", Risk: risk}
+	}
 	if g := t.e.opts.Gatekeeper; g != nil {
 		v, err := g.Decide(ctx, t.s.workspace.ID, req)
 		if err == nil {

@@ -70,9 +70,13 @@ type TextQuery struct {
 	Include string `json:"include,omitempty"`
 	// ContextLines of text before and after each match (default 0).
 	ContextLines int `json:"context_lines,omitempty"`
-	// Limit caps the matches (default 100).
+	// Limit caps the matches: 0 means the default, 100; NoLimit (any
+	// negative value) asks for every match. There is no other cap.
 	Limit int `json:"limit,omitempty"`
 }
+
+// NoLimit as TextQuery.Limit asks for every match.
+const NoLimit = -1
 
 // TextMatch is one matching line.
 type TextMatch struct {
@@ -90,7 +94,7 @@ type TextResult struct {
 	Matches []TextMatch `json:"matches"`
 	// FilesSearched counts the files read to verify candidates.
 	FilesSearched int `json:"files_searched"`
-	// Truncated is true when Limit cut the matches.
+	// Truncated is true when Limit cut the matches: more lines match.
 	Truncated bool `json:"truncated"`
 }
 
@@ -117,3 +121,8 @@ type ChunkHit struct {
 	// Text is the chunk's source.
 	Text string `json:"text,omitempty"`
 }
+
+// Searcher returns the engine's code index (Options.Searcher), or nil
+// when it has none. Front-ends serve their search requests through it,
+// the same index and code path as the search tools' host callbacks.
+func (e *Engine) Searcher() Searcher { return e.opts.Searcher }

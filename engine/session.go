@@ -42,6 +42,11 @@ type Session struct {
 	quietTurn string
 	// state follows the events for State; written under emitMu.
 	state *stateTracker
+	// pending are the running turn's messages that are not in history
+	// yet (its user message), stored with the next event when
+	// pendingDirty; both guarded by emitMu (see Session.store).
+	pending      []Message
+	pendingDirty bool
 }
 
 func newSession(e *Engine, ws *Workspace, id string, created time.Time) *Session {
@@ -122,29 +127,6 @@ func (s *Session) ClearHistory(ctx context.Context) error {
 	return nil
 }
 
-// saveHistory stores the history messages the session store lacks; a
-// failure is reported as a recoverable error event of t. The caller holds
-// the turn lock.
-func (s *Session) saveHistory(ctx context.Context, t *turn) {
-	st := s.engine.opts.Sessions
-	if st == nil {
-		return
-	}
-	s.mu.Lock()
-	from, msgs := s.saved, slices.Clone(s.history[s.saved:])
-	s.mu.Unlock()
-	ctx, cancel := storeContext(ctx)
-	defer cancel()
-	if err := st.SaveHistory(ctx, s.id, from, msgs); err != nil {
-		t.emit(&ErrorEvent{Code: CodeInternal, Recoverable: true,
-			Message: "saving the conversation failed (it is kept in memory and saved again after the next turn): " + err.Error()})
-		return
-	}
-	s.mu.Lock()
-	s.saved = from + len(msgs)
-	s.mu.Unlock()
-}
-
 func (s *Session) lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil { // select picks at random when both are ready
 		return fmt.Errorf("session %s: %w", s.id, context.Cause(ctx))
@@ -190,6 +172,11 @@ type TurnOptions struct {
 	Host Host
 	// ApproveAll approves every call that needs approval without asking.
 	ApproveAll bool
+	// ReadOnly denies, whatever the workspace policy and ApproveAll say,
+	// every action but calls of read-only tools that need no approval:
+	// patch applies, commands, and calls of tools that can change
+	// something. A front-end's "read-only" or "plan" mode sets it.
+	ReadOnly bool
 	// OnEvent receives the turn's events in order, synchronously, from
 	// one goroutine at a time; a slow OnEvent slows the turn. Nil drops
 	// them. The FinalEvent comes after the session's history and status
@@ -243,16 +230,60 @@ func (s *Session) Run(ctx context.Context, in TurnInput, opts TurnOptions) (Turn
 	}
 	res, keep := t.run(ctx, in, history)
 
+	s.emitMu.Lock()
 	s.mu.Lock()
 	s.history = append(s.history, keep...)
 	s.turns++
 	s.running = false
 	s.mu.Unlock()
-	s.saveHistory(ctx, t)
-	// The final event goes out after the history is saved, so a front-end
-	// answering from OnEvent sees the session as it now is.
-	t.emit(&FinalEvent{Status: res.Status, Message: res.Message, Error: res.Error, Metadata: res.Metadata})
-	return res, nil
+	s.pending, s.pendingDirty = nil, false
+	s.emitMu.Unlock()
+	// The final event goes out after the history and status are updated,
+	// so a front-end answering from OnEvent sees the session as it now
+	// is; it is stored together with the turn's messages.
+	return t.deliverFinal(res), nil
+}
+
+// deliverFinal delivers the turn's final event, stored in one write with the
+// history messages the store lacks (the turn's exchange), and returns the
+// result it reports. When that write fails the turn is not reported as a
+// success: the final event has status error and says why, and the
+// messages stay in memory, to be stored with the session's next write
+// or by Engine.Flush.
+func (t *turn) deliverFinal(res TurnResult) TurnResult {
+	s := t.s
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
+	fin := &FinalEvent{Status: res.Status, Message: res.Message, Error: res.Error, Metadata: res.Metadata}
+	ev := Event{Seq: s.seq.Add(1), SessionID: s.id, TurnID: t.id, Time: time.Now(), Data: fin}
+	if st := s.engine.opts.Sessions; st != nil {
+		if err := s.store(st, ev); err != nil {
+			res.Status = TurnError
+			res.Error = "the turn ended, but saving it failed, so a restart would lose it (the conversation is kept in memory and saved with the session's next change): " + err.Error()
+			ev.Data = &FinalEvent{Status: res.Status, Message: res.Message, Error: res.Error, Metadata: res.Metadata}
+			// The same number, alone: nothing of the failed write was
+			// stored.
+			if se, err := encodeEvent(ev); err == nil {
+				ctx, cancel := storeContext(context.Background())
+				st.AppendEvent(ctx, s.id, se)
+				cancel()
+			}
+		}
+	}
+	s.quietTurn = ""
+	s.state.apply(ev)
+	if t.opts.OnEvent != nil {
+		t.opts.OnEvent(ev)
+	}
+	return res
+}
+
+// setPending makes msgs the running turn's messages that the history
+// lacks, to be stored with the turn's next event (see store).
+func (s *Session) setPending(msgs ...Message) {
+	s.emitMu.Lock()
+	s.pending, s.pendingDirty = msgs, true
+	s.emitMu.Unlock()
 }
 
 // emit assigns the next sequence number, appends the event to the session
@@ -297,6 +328,11 @@ func (s *Session) deliver(turnID string, onEvent func(Event), data EventData) (u
 	return ev.Seq, err
 }
 
+// store stores ev; the caller holds emitMu. When the store lacks part of
+// the history (the running turn's pending messages, or messages whose
+// saving failed), they are stored in the same write (see
+// SessionStore.AppendEventWithHistory and the durability model in
+// engine/store).
 func (s *Session) store(st SessionStore, ev Event) error {
 	se, err := encodeEvent(ev)
 	if err != nil {
@@ -304,5 +340,49 @@ func (s *Session) store(st SessionStore, ev Event) error {
 	}
 	ctx, cancel := storeContext(context.Background())
 	defer cancel()
-	return st.AppendEvent(ctx, s.id, se)
+	s.mu.Lock()
+	from, upTo := s.saved, len(s.history)
+	var msgs []Message
+	if from < upTo || s.pendingDirty {
+		msgs = append(slices.Clone(s.history[from:]), s.pending...)
+	}
+	s.mu.Unlock()
+	if msgs == nil {
+		return st.AppendEvent(ctx, s.id, se)
+	}
+	if err := st.AppendEventWithHistory(ctx, s.id, se, from, msgs); err != nil {
+		return err
+	}
+	s.pendingDirty = false
+	s.mu.Lock()
+	s.saved = max(s.saved, upTo)
+	s.mu.Unlock()
+	return nil
+}
+
+// flush stores the history messages the store lacks, waiting for a
+// running turn first (ctx bounds the wait).
+func (s *Session) flush(ctx context.Context, st SessionStore) error {
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.unlock()
+	s.emitMu.Lock()
+	defer s.emitMu.Unlock()
+	s.mu.Lock()
+	from, upTo := s.saved, len(s.history)
+	msgs := slices.Clone(s.history[from:])
+	s.mu.Unlock()
+	if len(msgs) == 0 {
+		return nil
+	}
+	sctx, cancel := storeContext(ctx)
+	defer cancel()
+	if err := st.SaveHistory(sctx, s.id, from, msgs); err != nil {
+		return fmt.Errorf("save the history of session %s: %w", s.id, err)
+	}
+	s.mu.Lock()
+	s.saved = max(s.saved, upTo)
+	s.mu.Unlock()
+	return nil
 }

@@ -12,8 +12,15 @@ import (
 
 // SessionStore persists sessions so that they survive a restart: each
 // session's record, its conversation history and its event stream.
-// engine/store implements it. Implementations must be safe for concurrent
-// use.
+// engine/store implements it (its package documentation states the
+// durability model every implementation follows, and
+// engine/store/storetest checks an implementation against it).
+// Implementations must be safe for concurrent use, also by several
+// processes sharing the storage.
+//
+// Every method that stores something returns nil only once what it stored
+// is durable (committed and on disk): the engine tells clients about it
+// right after.
 //
 // A session is served by one Engine at a time: two engines running turns
 // of the same session would number events independently, and the second
@@ -31,7 +38,14 @@ type SessionStore interface {
 	// with msgs: messages at from and after are dropped and msgs are stored
 	// at from, from+1, ... So from = the stored length appends, and from =
 	// 0 with no msgs clears. Saving the same range twice is harmless.
+	// Errors: ErrNotFound when the session is not stored.
 	SaveHistory(ctx context.Context, sessionID string, from int, msgs []Message) error
+	// AppendEventWithHistory stores ev and, in the same transaction, does
+	// what SaveHistory(ctx, sessionID, from, msgs) does: both are stored or
+	// neither is. The engine stores a turn's user message with the turn's
+	// first event and the rest of the turn's messages with its final
+	// event. Errors: those of AppendEvent and SaveHistory.
+	AppendEventWithHistory(ctx context.Context, sessionID string, ev StoredEvent, from int, msgs []Message) error
 	// LoadSession returns a stored session. Errors: ErrNotFound.
 	LoadSession(ctx context.Context, id string) (*StoredSession, error)
 	// Events returns the session's events with Seq > afterSeq in Seq
@@ -276,6 +290,33 @@ func (e *Engine) ImportSession(ws *Workspace, history []Message) (*Session, erro
 	s.saved = len(history)
 	s.mu.Unlock()
 	return s, nil
+}
+
+// Flush stores what the session store lacks of the sessions in memory:
+// history messages whose saving failed (see the durability model in
+// engine/store). It waits for running turns to end first, so a front-end
+// calls it at graceful shutdown after ending or cancelling its turns, and
+// before closing the store. ctx bounds the whole. Errors: those of the
+// store, joined, naming each session; the context's cause. Without
+// Options.Sessions it does nothing.
+func (e *Engine) Flush(ctx context.Context) error {
+	st := e.opts.Sessions
+	if st == nil {
+		return nil
+	}
+	e.mu.Lock()
+	sessions := make([]*Session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		sessions = append(sessions, s)
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		if err := s.flush(ctx, st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // forget drops s from the engine's memory.

@@ -243,34 +243,32 @@ func TestClearHistoryIsStored(t *testing.T) {
 type flakyStore struct {
 	engine.SessionStore
 	mu         sync.Mutex
-	failAppend func(seq uint64) bool
-	failSaves  int // SaveHistory calls left to fail
+	failAppend func(ev engine.StoredEvent, withHistory bool) bool
+}
+
+func (f *flakyStore) fails(ev engine.StoredEvent, withHistory bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failAppend != nil && f.failAppend(ev, withHistory)
 }
 
 func (f *flakyStore) AppendEvent(ctx context.Context, id string, ev engine.StoredEvent) error {
-	f.mu.Lock()
-	fail := f.failAppend != nil && f.failAppend(ev.Seq)
-	f.mu.Unlock()
-	if fail {
+	if f.fails(ev, false) {
 		return errors.New("disk full")
 	}
 	return f.SessionStore.AppendEvent(ctx, id, ev)
 }
 
-func (f *flakyStore) SaveHistory(ctx context.Context, id string, from int, msgs []engine.Message) error {
-	f.mu.Lock()
-	fail := f.failSaves > 0
-	f.failSaves--
-	f.mu.Unlock()
-	if fail {
+func (f *flakyStore) AppendEventWithHistory(ctx context.Context, id string, ev engine.StoredEvent, from int, msgs []engine.Message) error {
+	if f.fails(ev, true) {
 		return errors.New("disk full")
 	}
-	return f.SessionStore.SaveHistory(ctx, id, from, msgs)
+	return f.SessionStore.AppendEventWithHistory(ctx, id, ev, from, msgs)
 }
 
-func (f *flakyStore) set(failAppend func(uint64) bool, failSaves int) {
+func (f *flakyStore) set(failAppend func(ev engine.StoredEvent, withHistory bool) bool) {
 	f.mu.Lock()
-	f.failAppend, f.failSaves = failAppend, failSaves
+	f.failAppend = failAppend
 	f.mu.Unlock()
 }
 
@@ -285,9 +283,25 @@ func storeErrors(events []engine.Event) []engine.Event {
 	return out
 }
 
-func TestStoreFailuresDoNotEndTurns(t *testing.T) {
+// final returns the last event's payload, which must be a FinalEvent.
+func final(t *testing.T, events []engine.Event) *engine.FinalEvent {
+	t.Helper()
+	f, ok := events[len(events)-1].Data.(*engine.FinalEvent)
+	if !ok {
+		t.Fatalf("the last event is %T, not the final event", events[len(events)-1].Data)
+	}
+	return f
+}
+
+// TestStoreFailuresAreReported follows the durability model of
+// engine/store when the store fails: a lost event is reported and the
+// turn goes on; a turn whose answer could not be saved ends with status
+// error (never completed), keeps its messages in memory and stores them
+// with the session's next write; a later turn or Flush makes the stored
+// history whole again.
+func TestStoreFailuresAreReported(t *testing.T) {
 	ctx := context.Background()
-	r := newPersistentRig(t, planStep, answerStep, `{"text": "Still here."}`, `{"text": "And again."}`)
+	r := newPersistentRig(t, planStep, answerStep, `{"text": "Still here."}`, `{"text": "And again."}`, `{"text": "Flushed."}`)
 	flaky := &flakyStore{}
 	eng := r.engine(t, func(s engine.SessionStore) engine.SessionStore { flaky.SessionStore = s; return flaky })
 	ws, _ := eng.OpenWorkspace(r.dir)
@@ -296,19 +310,16 @@ func TestStoreFailuresDoNotEndTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// One event is lost, and the history save fails.
-	flaky.set(func(seq uint64) bool { return seq == 3 }, 1)
+	// One event is lost: it is delivered, reported, and missing from the
+	// stored stream; the turn completes.
+	flaky.set(func(ev engine.StoredEvent, _ bool) bool { return ev.Seq == 3 })
 	res, events := runTurn(t, sess, "first")
 	if res.Status != engine.TurnCompleted {
 		t.Fatalf("turn: %+v", res)
 	}
 	errs := storeErrors(events)
-	if len(errs) != 2 || errs[0].Seq != 4 || !strings.Contains(errs[0].Data.(*engine.ErrorEvent).Message, "event 3") ||
-		!strings.Contains(errs[1].Data.(*engine.ErrorEvent).Message, "conversation") {
+	if len(errs) != 1 || errs[0].Seq != 4 || !strings.Contains(errs[0].Data.(*engine.ErrorEvent).Message, "event 3") {
 		t.Fatalf("store errors: %s", kinds(errs))
-	}
-	if _, ok := events[len(events)-1].Data.(*engine.FinalEvent); !ok || events[len(events)-2].Seq != errs[1].Seq {
-		t.Errorf("the history error is not just before the final event: %v", kinds(events))
 	}
 	stored, err := eng.Events(ctx, sess.ID(), 0, 0)
 	if err != nil {
@@ -317,18 +328,30 @@ func TestStoreFailuresDoNotEndTurns(t *testing.T) {
 	want := append(append([]engine.Event{}, events[:2]...), events[3:]...)
 	sameEvents(t, "stored events", stored, want)
 
-	// A store that is down: the turn completes, reporting it once.
-	flaky.set(func(uint64) bool { return true }, 0)
+	// The turn's answer cannot be saved: the final event says so, with
+	// status error, and is stored alone under its number.
+	flaky.set(func(ev engine.StoredEvent, withHistory bool) bool { return ev.Kind == "final" && withHistory })
 	res, events = runTurn(t, sess, "second")
-	if res.Status != engine.TurnCompleted {
-		t.Fatalf("turn: %+v", res)
+	fin := final(t, events)
+	if res.Status != engine.TurnError || fin.Status != engine.TurnError || !strings.Contains(fin.Error, "saving it failed") ||
+		res.Error != fin.Error || fin.Message != "Still here." {
+		t.Fatalf("a turn whose answer was not saved: result %+v, final %+v", res, fin)
 	}
-	if errs := storeErrors(events); len(errs) != 1 {
-		t.Errorf("%d store errors while the store is down, want 1: %v", len(errs), kinds(events))
+	stored, _ = eng.Events(ctx, sess.ID(), 0, 0)
+	if last := stored[len(stored)-1]; last.Seq != events[len(events)-1].Seq || last.Data.(*engine.FinalEvent).Status != engine.TurnError {
+		t.Errorf("the stored final event: %d %+v", last.Seq, last.Data)
+	}
+	loaded, err := r.engine(t, nil).Session(sess.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(loaded.History()); got != 5 {
+		t.Errorf("the store has %d history messages, want 5 (the first turn and the second's request)", got)
 	}
 
-	// Back up: the third turn saves the whole conversation.
-	flaky.set(nil, 0)
+	// The store is back: the next turn's first write stores the second
+	// turn's messages too.
+	flaky.set(nil)
 	res, events = runTurn(t, sess, "third")
 	if res.Status != engine.TurnCompleted || len(storeErrors(events)) != 0 {
 		t.Fatalf("turn: %+v %v", res, kinds(events))
@@ -342,6 +365,70 @@ func TestStoreFailuresDoNotEndTurns(t *testing.T) {
 	}
 	if again.Status().LastSeq != events[len(events)-1].Seq {
 		t.Errorf("last seq %d, want %d", again.Status().LastSeq, events[len(events)-1].Seq)
+	}
+
+	// An unsaved answer is stored by Flush at shutdown.
+	flaky.set(func(ev engine.StoredEvent, withHistory bool) bool { return ev.Kind == "final" && withHistory })
+	if res, _ := runTurn(t, sess, "fourth"); res.Status != engine.TurnError {
+		t.Fatalf("turn: %+v", res)
+	}
+	if err := eng.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err = r.engine(t, nil).Session(sess.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := historyJSON(t, again), historyJSON(t, sess); got != want {
+		t.Errorf("history after Flush:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestRequestStoredWithFirstEvent checks that a turn's user message is
+// stored before its first event is delivered: a client that saw an event
+// of a turn finds the request in the stored history (the message the
+// model sees replaces it once the editor context is gathered).
+func TestRequestStoredWithFirstEvent(t *testing.T) {
+	r := newPersistentRig(t, answerStep)
+	eng := r.engine(t, nil)
+	ws, _ := eng.OpenWorkspace(r.dir)
+	os.WriteFile(filepath.Join(r.dir, "a.go"), []byte("package a\n"), 0o644)
+	sess, err := eng.NewSession(ws, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another handle on the database, as another process would read it.
+	reader, err := store.Open(context.Background(), r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	var histories [][]engine.Message
+	var kindsSeen []string
+	_, err = sess.Run(context.Background(), engine.TurnInput{Message: "explain a.go", Context: &engine.TurnContext{Mentions: []engine.Mention{{Type: engine.MentionFile, Path: "a.go"}}}},
+		engine.TurnOptions{OnEvent: func(e engine.Event) {
+			if len(kindsSeen) >= 2 {
+				return
+			}
+			kindsSeen = append(kindsSeen, e.Data.EventKind())
+			st, err := reader.LoadSession(context.Background(), sess.ID())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			histories = append(histories, st.History)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(histories) != 2 {
+		t.Fatalf("%d events seen", len(histories))
+	}
+	if h := histories[0]; len(h) != 1 || h[0].Role != engine.RoleUser || h[0].Content != "explain a.go" {
+		t.Errorf("stored history when the first event (%s) arrived: %+v, want the request as typed", kindsSeen[0], h)
+	}
+	if h := histories[1]; len(h) != 1 || !strings.HasPrefix(h[0].Content, "explain a.go") || !strings.Contains(h[0].Content, "package a") {
+		t.Errorf("stored history when the second event (%s) arrived: %+v, want the request with its editor context", kindsSeen[1], h)
 	}
 }
 

@@ -266,15 +266,16 @@ func approvalResult(id string, dec ApprovalDecision) *ApprovalResultEvent {
 }
 
 // closeInterrupted ends, with a FinalEvent of status error, every stored
-// turn that has no final event because the process serving it stopped.
-// The caller has just loaded s, replayed its events into s.state, and
-// holds its turn lock.
+// turn that has no final event because the process serving it stopped
+// (see the durability model in engine/store: the turn's request stays in
+// the history, unanswered). The caller has just loaded s, replayed its
+// events into s.state, and holds its turn lock.
 func (s *Session) closeInterrupted() {
 	s.emitMu.Lock()
 	open := slices.Clone(s.state.open)
 	s.emitMu.Unlock()
 	for _, turnID := range open {
-		s.emit(turnID, nil, &FinalEvent{Status: TurnError, Error: "the server stopped before this turn finished; its patch approvals can still be answered",
+		s.emit(turnID, nil, &FinalEvent{Status: TurnError, Error: "the server stopped before this turn finished; its request is kept in the conversation without an answer, and its patch approvals can still be answered",
 			Metadata: TurnMetadata{ToolsUsed: []string{}, FilesModified: []string{}}})
 		s.mu.Lock()
 		s.turns++

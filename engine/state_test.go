@@ -35,6 +35,16 @@ func (d *deadStore) AppendEvent(ctx context.Context, id string, ev engine.Stored
 	return d.SessionStore.AppendEvent(ctx, id, ev)
 }
 
+func (d *deadStore) AppendEventWithHistory(ctx context.Context, id string, ev engine.StoredEvent, from int, msgs []engine.Message) error {
+	d.mu.Lock()
+	dead := d.dead
+	d.mu.Unlock()
+	if dead {
+		return nil
+	}
+	return d.SessionStore.AppendEventWithHistory(ctx, id, ev, from, msgs)
+}
+
 func (d *deadStore) SaveHistory(ctx context.Context, id string, from int, msgs []engine.Message) error {
 	d.mu.Lock()
 	dead := d.dead

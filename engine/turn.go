@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -41,9 +40,16 @@ func (t *turn) run(ctx context.Context, in TurnInput, history []Message) (TurnRe
 	t.meta.ToolsUsed = []string{}
 	t.meta.FilesModified = []string{}
 
+	// The request is stored with the turn's first event, as typed, and
+	// replaced by the message the model sees (with the editor context and
+	// attachments) with the next one.
+	t.s.setPending(Message{Role: RoleUser, Content: in.Message})
 	t.emit(&ThinkingEvent{Phase: PhaseAnalyzing, Message: "Reading the request"})
 	ec := t.editorContext(ctx, in.Context)
 	user := Message{Role: RoleUser, Content: t.userContent(in, ec.text)}
+	if user.Content != in.Message {
+		t.s.setPending(user)
+	}
 	keep := []Message{user}
 
 	specs, err := t.e.Tools(ctx)
@@ -182,12 +188,15 @@ func (t *turn) chat(ctx context.Context, msgs []Message, specs []ToolSpec) (Mess
 }
 
 // fail ends the turn after err: cancelled or timed out when ctx ended,
-// error otherwise.
+// error otherwise. A turn whose deadline has passed by the clock timed out
+// even when ctx does not say so yet: a plugin process's copy of the
+// deadline can fire, and its error come back, before this process's
+// timer has run (under load, timers run late).
 func (t *turn) fail(ctx context.Context, err error) TurnResult {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return t.finish(TurnCancelled, "", "cancelled")
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || ctx.Err() == nil && PastDeadline(ctx, time.Now()):
 		t.emit(&ErrorEvent{Code: CodeTimeout, Message: "the turn ran past its deadline"})
 		return t.finish(TurnTimeout, "", "the turn ran past its deadline")
 	}
@@ -198,6 +207,15 @@ func (t *turn) fail(ctx context.Context, err error) TurnResult {
 	}
 	t.emit(&ErrorEvent{Code: code, Message: err.Error()})
 	return t.finish(TurnError, "", err.Error())
+}
+
+// PastDeadline reports whether ctx has a deadline and now is not before
+// it. ctx.Err() reports the deadline only once ctx's timer has run, which
+// may be late on a loaded machine; a front-end that classifies a failure
+// as a timeout checks the clock too.
+func PastDeadline(ctx context.Context, now time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && !now.Before(d)
 }
 
 func (t *turn) finish(status TurnStatus, message, errText string) TurnResult {
@@ -343,7 +361,7 @@ func (t *turn) invoke(ctx context.Context, call ToolCall, spec ToolSpec, cmd *Co
 	res, err := t.e.opts.Tools.Invoke(cctx, InvokeRequest{
 		CallID: call.ID, Tool: call.Name, Args: call.Args,
 		WorkspaceRoot: t.s.workspace.Root, Host: &callHost{t: t, call: call},
-		Overlay: maps.Clone(r.overlay), Settings: settings,
+		Overlay: t.overlayFor(ctx, call, spec, r), Settings: settings,
 	}, func(u ToolUpdate) {
 		e := ev(ToolRunning)
 		e.Update = &u

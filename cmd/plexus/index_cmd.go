@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -54,6 +53,11 @@ a terminal; a summary line ends the run.`,
 			bar.finish()
 			if err != nil {
 				return err
+			}
+			// The size reported is the database file's once the
+			// write-ahead log is folded into it.
+			if err := rt.index.Checkpoint(ctx); err != nil {
+				rt.log.Warn("index checkpoint", "error", err)
 			}
 			status := ix.Status()
 			fmt.Fprintf(cmd.OutOrStdout(), "indexed %d files (%d read, %d changed, %d analysed, %d left out) in %s: %d symbols, %d chunks; index %s\n",
@@ -164,7 +168,7 @@ func (b *bar) finish() {
 }
 
 func newSearchCmd(g *globalFlags) *cobra.Command {
-	var kind, path, include string
+	var kind, path, include, server string
 	var regex, ignoreCase bool
 	var limit int
 	cmd := &cobra.Command{
@@ -175,16 +179,40 @@ func newSearchCmd(g *globalFlags) *cobra.Command {
   hybrid  (default) symbols the query names, BM25 over identifier-split
           words and vectors, fused and reranked; prints code chunks
   symbol  definitions by name: exact, then prefix, then fuzzy
-          (camelCase and snake_case aware)
+          (camelCase and snake_case aware); Package.Name and Type.Method
+          qualify a name (os.ReadFile, Buffer.Write)
   text    literal text (--regex for an RE2 expression), every matching
-          line as path:line:column: text
-  vector  chunks by embedding similarity (needs an embedding model)`,
+          line as path:line:column: text (--limit 0 prints them all)
+  vector  chunks by embedding similarity (needs an embedding model)
+
+Text and symbol searches are answered by a per-user search server that
+keeps the index in memory and watches the workspace, so answers are
+current and fast: the first search starts it in the background (it exits
+after 15 idle minutes, logging to DATA_DIR/search-server.log) and answers
+by itself, after refreshing the index from the files that changed.
+--server off always answers in this process; --server SOCKET uses a
+running plexus serve --transport unix instead.`,
 		Example: `  plexus search --kind symbol ReadFile
+  plexus search --kind symbol os.ReadFile
   plexus search --kind text --regex 'func \(\w+ \*Index\) Search'
+  plexus search --kind text --limit 0 -i 'straße'
   plexus search "where are plugin crashes detected"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			query := strings.Join(args, " ")
+			if limit < 0 {
+				return usageErr("--limit must be 0 (every match) or more")
+			}
+			if kind == "text" || kind == "symbol" {
+				if server == "" {
+					server = os.Getenv(envSearchServer)
+				}
+				q := quickSearch{g: g, kind: kind, query: query, path: path, include: include, regex: regex, ignoreCase: ignoreCase, limit: limit, server: server}
+				return q.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			if limit == 0 {
+				return usageErr("--limit 0 (every result) is for --kind text")
+			}
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), false, nil)
 			if err != nil {
 				return err
@@ -193,34 +221,7 @@ func newSearchCmd(g *globalFlags) *cobra.Command {
 			ctx := cmd.Context()
 			root := rt.workspace.Root
 			out := cmd.OutOrStdout()
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			defer tw.Flush()
 			switch kind {
-			case "symbol":
-				hits, err := rt.index.SearchSymbols(ctx, root, engine.SymbolQuery{Query: query, Path: path, Limit: limit})
-				if err != nil {
-					return searchErr(err)
-				}
-				for _, h := range hits {
-					name := h.Name
-					if h.Container != "" {
-						name = h.Container + "." + h.Name
-					}
-					fmt.Fprintf(tw, "%s:%d\t%s\t%s\t%s\n", h.Path, h.StartLine, h.Kind, name, h.Match)
-				}
-				return noHits(len(hits), query)
-			case "text":
-				res, err := rt.index.SearchText(ctx, root, engine.TextQuery{Pattern: query, Regex: regex, CaseInsensitive: ignoreCase, Path: path, Include: include, Limit: limit}, nil)
-				if err != nil {
-					return searchErr(err)
-				}
-				for _, m := range res.Matches {
-					fmt.Fprintf(out, "%s:%d:%d: %s\n", m.Path, m.Line, m.Column, m.Text)
-				}
-				if res.Truncated {
-					fmt.Fprintf(cmd.ErrOrStderr(), "(first %d matches; raise --limit for more)\n", len(res.Matches))
-				}
-				return noHits(len(res.Matches), query)
 			case "vector":
 				hits, err := rt.index.SearchVectors(ctx, root, engine.ChunkQuery{Query: query, Path: path, Limit: limit})
 				if err != nil {
@@ -257,7 +258,8 @@ func newSearchCmd(g *globalFlags) *cobra.Command {
 	cmd.Flags().StringVar(&include, "include", "", "text search: only files matching this glob (*.go, src/**/*.ts)")
 	cmd.Flags().BoolVar(&regex, "regex", false, "text search: QUERY is an RE2 regular expression")
 	cmd.Flags().BoolVarP(&ignoreCase, "ignore-case", "i", false, "text search: ignore case")
-	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "most results")
+	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "most results (text: 0 prints every match)")
+	cmd.Flags().StringVar(&server, "server", "", "text and symbol searches: auto (use or start the per-user search server), off (search in this process) or the socket of a plexus serve --transport unix (default $"+envSearchServer+", else auto)")
 	return cmd
 }
 

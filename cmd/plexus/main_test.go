@@ -59,7 +59,10 @@ func plexus(t *testing.T, dir, stdin string, env []string, args ...string) resul
 	defer cancel()
 	cmd := exec.CommandContext(ctx, plexusBin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "PLEXUS_MODEL=", "OLLAMA_HOST=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=")
+	// The per-user search server that plexus search starts would outlive
+	// the command; search_test.go tests it.
+	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "PLEXUS_MODEL=", "OLLAMA_HOST=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=",
+		"PLEXUS_SEARCH_SERVER=off")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer

@@ -40,7 +40,7 @@ type globalFlags struct {
 	// logLevelDefault is true when neither --log-level nor
 	// $PLEXUS_LOG_LEVEL chose the level.
 	logLevelDefault bool
-	// persistSessions is set by serve --transport http: sessions and
+	// persistSessions is set by serve --transport http and acp: sessions and
 	// registered workspaces are then kept in plexus.db.
 	persistSessions bool
 }
@@ -87,6 +87,7 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 		newModelsCmd(g),
 		newIndexCmd(g),
 		newSearchCmd(g),
+		newSearchServerCmd(g),
 		newUndoCmd(g),
 		newPolicyCmd(g),
 		newReceiptsCmd(g),

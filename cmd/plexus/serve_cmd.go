@@ -28,7 +28,7 @@ func newServeCmd(g *globalFlags) *cobra.Command {
 	var hf httpFlags
 	var socket string
 	cmd := &cobra.Command{
-		Use:   "serve --transport ndjson|task|http|lsp-stdio|unix",
+		Use:   "serve --transport ndjson|task|http|lsp-stdio|unix|acp",
 		Short: "Serve the engine to a client over a front-end protocol",
 		Long: `Serve the engine to a client program.
 
@@ -66,6 +66,17 @@ Transports:
            /tmp/plexus-PID.sock), mode 0600, removed on shutdown; a stale
            socket is replaced. Each connection has its own sessions;
            session.save writes under DATA_DIR/sessions by default.
+  acp      the Agent Client Protocol v1 (agentclientprotocol.com) on
+           stdin/stdout, one JSON-RPC message per line, for editors that
+           spawn their agent: Zed (agent_servers in settings.json),
+           JetBrains IDEs (acp.json), Neovim (CodeCompanion, avante.nvim),
+           Emacs (agent-shell). Each session works in the cwd the editor
+           sends; approvals are the editor's permission prompts; unsaved
+           buffers are read, and approved edits written, through the
+           editor when it offers fs/*; sessions are kept in
+           DATA_DIR/plexus.db (session/load replays them). Nothing but ACP
+           messages goes to stdout; logs go to stderr. See the README's
+           "Editors (ACP)" for each editor's configuration.
 
 The server embeds new code chunks in the background with the embedding
 model; --watch also keeps the index current as files change.
@@ -73,9 +84,11 @@ model; --watch also keeps the index current as files change.
 The ndjson and task protocols cannot ask for approvals: calls that need
 one (file writes, commands) are denied unless --approve-all is given
 (ndjson; the task front-end never approves). The http front-end asks its
-WebSocket clients. SIGTERM (or closing stdin, for ndjson) shuts down
+WebSocket clients, the acp front-end the editor. SIGTERM (or closing stdin, for ndjson) shuts down
 gracefully: running turns end with a response.`,
-		Example: `  echo '{"id":"1","kind":"user_message","message":"Give me a tour"}' | \
+		Example: `  plexus serve --transport acp -m ollama:qwen2.5-coder:7b   # what an editor runs
+
+  echo '{"id":"1","kind":"user_message","message":"Give me a tour"}' | \
     plexus serve --transport ndjson --model replay:examples/replay/tour.jsonl
 
   ZU_ROOT=~/.zu plexus serve --transport task --model ollama:qwen2.5-coder:7b
@@ -87,11 +100,11 @@ gracefully: running turns end with a response.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch transport {
-			case "ndjson", "task", "http", "lsp-stdio", "unix":
+			case "ndjson", "task", "http", "lsp-stdio", "unix", "acp":
 			case "":
-				return usageErr("--transport is required: ndjson, task, http, lsp-stdio or unix")
+				return usageErr("--transport is required: ndjson, task, http, lsp-stdio, unix or acp")
 			default:
-				return usageErr("transport %q is not available; available: ndjson, task, http, lsp-stdio, unix", transport)
+				return usageErr("transport %q is not available; available: ndjson, task, http, lsp-stdio, unix, acp", transport)
 			}
 			changed := func(names ...string) bool {
 				for _, n := range names {
@@ -122,10 +135,11 @@ gracefully: running turns end with a response.`,
 					addr = httpws.DefaultAddr
 				}
 			}
-			// The http front-end keeps sessions across restarts (the unix
-			// one saves them to files when asked, so it stores none), and
-			// logs a line per request (info) unless told otherwise.
-			g.persistSessions = transport == "http"
+			// The http and acp front-ends keep sessions across restarts
+			// (the unix one saves them to files when asked, so it stores
+			// none); http logs a line per request (info) unless told
+			// otherwise.
+			g.persistSessions = transport == "http" || transport == "acp"
 			if transport == "http" && g.logLevelDefault {
 				g.logLevel = "info"
 			}
@@ -170,6 +184,8 @@ gracefully: running turns end with a response.`,
 					return fmt.Errorf("serve lsp-stdio: %w", err)
 				}
 				return nil
+			case "acp":
+				return serveACP(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), rt, g)
 			case "unix":
 				return serveUnix(cmd.Context(), cmd.ErrOrStderr(), rt, socket, filepath.Join(g.dataDir, "sessions"))
 			}
@@ -185,7 +201,7 @@ gracefully: running turns end with a response.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson, task, http, lsp-stdio or unix")
+	cmd.Flags().StringVar(&transport, "transport", "", "front-end protocol: ndjson, task, http, lsp-stdio, unix or acp")
 	cmd.Flags().StringVar(&socket, "socket", "", "unix: the socket path (default $XDG_RUNTIME_DIR/plexus-PID.sock, else /tmp/plexus-PID.sock)")
 	cmd.Flags().StringVar(&addr, "addr", "", "task, http: the address to listen on, host:port (default 127.0.0.1:8080 for task, 127.0.0.1:3199 for http)")
 	cmd.Flags().StringVar(&hf.token, "token", "", "http: the bearer token clients must send (default $PLEXUS_TOKEN, else generated into DATA_DIR/http-token)")

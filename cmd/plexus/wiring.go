@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -184,6 +185,9 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 	return rt, nil
 }
 
+// flushTimeout bounds saving the sessions at shutdown.
+const flushTimeout = 30 * time.Second
+
 // openState opens the state database (plexus.db: policies, patch sets,
 // undo records) and the decision receipt log (receipts/, signed with the
 // key in keys/, created on first use with mode 0600).
@@ -205,9 +209,17 @@ func (g *globalFlags) openState(rt *runtime) error {
 	return nil
 }
 
-// Close stops the index (and its background embedding), the state and
-// receipt stores and the plugins.
+// Close stores what the engine holds only in memory (Engine.Flush: the
+// front-end has ended its turns by now), then stops the index (and its
+// background embedding), the state and receipt stores and the plugins.
 func (r *runtime) Close() {
+	if r.engine != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		if err := r.engine.Flush(ctx); err != nil {
+			r.log.Error("saving the sessions at shutdown failed; what is listed was not saved", "error", err)
+		}
+		cancel()
+	}
 	if r.index != nil {
 		r.index.Close()
 	}

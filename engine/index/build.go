@@ -50,7 +50,10 @@ type BuildStats struct {
 	// analysis was used.
 	Analyzed int `json:"analyzed"`
 	Reused   int `json:"reused"`
-	// Skipped counts files left out: binary or over the size cap.
+	// Skipped counts files left out: binary or over the size cap. Build
+	// counts every such file of the workspace, whether read now or
+	// remembered from an earlier build, so a refresh reports what the
+	// build did; ApplyChanges counts those of its changes.
 	Skipped int   `json:"skipped"`
 	Bytes   int64 `json:"bytes"`
 	// Full is true when the search segment was rebuilt.
@@ -284,7 +287,11 @@ func (ix *Index) Build(ctx context.Context, opts BuildOptions) (BuildStats, erro
 		work = walked
 	}
 	stats, err := ix.apply(ctx, work, removed, full, report)
-	stats.Skipped += skipped
+	// Left out: the files over the size cap (never in the catalog) and
+	// the catalog's binary files, read now or remembered.
+	ix.mu.RLock()
+	stats.Skipped = skipped + len(ix.files) - countIndexed(ix.files)
+	ix.mu.RUnlock()
 	stats.Duration = time.Since(start)
 	if err != nil {
 		return stats, err
@@ -467,8 +474,8 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 	if full {
 		report(Progress{Phase: "writing", Done: total, Total: total, Bytes: stats.Bytes}, true)
 		seg = builder.finish()
-		gen++
-		if err := batch.putSegment(ctx, gen, seg.encode()); err != nil {
+		var err error
+		if gen, err = batch.putSegment(ctx, gen, seg.encode()); err != nil {
 			return stats, err
 		}
 	} else {
@@ -482,6 +489,13 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 		seg = base
 		delta = buildDelta(newDelta)
 	}
+	stamp := ix.stamp
+	if full || len(work) > 0 || len(removed) > 0 {
+		var err error
+		if stamp, err = batch.stamp(ctx); err != nil {
+			return stats, err
+		}
+	}
 	if err := batch.commit(); err != nil {
 		return stats, err
 	}
@@ -492,6 +506,7 @@ func (ix *Index) apply(ctx context.Context, work []fileWork, removed []string, f
 	ix.files, ix.paths = newFiles, newPaths
 	ix.base, ix.gen, ix.delta, ix.deltaDocs = seg, gen, delta, newDelta
 	ix.updated = time.Now()
+	ix.stamp = stamp
 	ix.mu.Unlock()
 	ix.warmSymbols()
 	ix.kickEmbedding()

@@ -527,3 +527,59 @@ func logReport(t *testing.T, r evalReport) {
 	}
 	t.Log(b.String())
 }
+
+// Symbol evaluation on a corpus the ranking was not tuned on.
+const (
+	envEvalCorpus   = "PLEXUS_EVAL_CORPUS"
+	evalSymbolsSeed = 20261127
+	// evalMinSymbolMRR is issue 16's goal for identifier → defining file
+	// with package-qualified queries included.
+	evalMinSymbolMRR = 0.95
+)
+
+// TestSymbolMRR measures symbol search on the Go tree named by
+// PLEXUS_EVAL_CORPUS (by hand, not in CI: it indexes the tree), for
+// example golang.org/x/tools from the module cache:
+//
+//	go mod download golang.org/x/tools@v0.52.0
+//	PLEXUS_EVAL_CORPUS=$(go env GOMODCACHE)/golang.org/x/tools@v0.52.0 \
+//	  go test -run TestSymbolMRR -v ./engine/index/
+//
+// 200 queries are drawn with a fixed seed (goroot.Corpus.QualifiedIdents):
+// a third plain exported names, a third Package.Name, a third
+// Type.Method. For each, the rank of the first file that answers it
+// (go/ast is the ground truth: a file of that package declaring the name
+// at top level, or declaring that method on that type) among the distinct
+// files of SearchSymbols' hits (default limit); MRR and recall@1 are
+// logged with the misses, and MRR must reach evalMinSymbolMRR.
+func TestSymbolMRR(t *testing.T) {
+	root := os.Getenv(envEvalCorpus)
+	if root == "" {
+		t.Skipf("set %s to a Go source tree to evaluate symbol search on it", envEvalCorpus)
+	}
+	ctx := context.Background()
+	corpus, err := goroot.Load(root, maxFileSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idents := corpus.QualifiedIdents(evalIdents, evalSymbolsSeed)
+	qualified := 0
+	for _, id := range idents {
+		if strings.Contains(id.Name, ".") {
+			qualified++
+		}
+	}
+	_, ix, st := buildIndex(t, t.TempDir(), root)
+	t.Logf("index of %s: %d files in %v", root, st.Files, st.Duration.Round(time.Millisecond))
+	res, err := evalIdentifiers(ctx, ix, idents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range res.Misses {
+		t.Logf("miss %-40s rank %d: want %v, top %v %v", m.Name, m.Rank, m.Want[:min(3, len(m.Want))], m.Top, m.Kinds)
+	}
+	t.Logf("symbol MRR %.3f, recall@1 %.3f, recall@5 %.3f over %d queries (%d qualified)", res.MRR, res.RecallAt1, res.RecallAt5, res.N, qualified)
+	if res.MRR < evalMinSymbolMRR {
+		t.Errorf("symbol MRR %.3f, want at least %.2f", res.MRR, evalMinSymbolMRR)
+	}
+}

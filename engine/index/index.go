@@ -62,6 +62,13 @@ type Options struct {
 	// from Index.Embed and earlier runs, and symbol tables are built on
 	// first use.
 	Background bool
+	// Watch keeps every workspace the service opens current: each is
+	// watched (Index.Watch) until Close, and searches wait for the
+	// watcher's first refresh, so a long-running server never answers
+	// from an index older than the files. Where watching cannot start
+	// (the inotify watch limit), each search refreshes first, at most
+	// once a second.
+	Watch bool
 }
 
 // Service is the code index of every workspace, in one database. It
@@ -127,6 +134,18 @@ func (s *Service) Close() error {
 	return s.db.Close()
 }
 
+// Checkpoint copies the write-ahead log into the database file and
+// truncates the log (SQLite's wal_checkpoint(TRUNCATE)), so that the file
+// alone holds the index. Readers of other processes may hold the log
+// back; then it is left as it is and no error is returned.
+func (s *Service) Checkpoint(ctx context.Context) error {
+	var busy, logged, done int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil {
+		return fmt.Errorf("index database checkpoint: %w", err)
+	}
+	return nil
+}
+
 // DBPath is the database file.
 func (s *Service) DBPath() string { return s.opts.Path }
 
@@ -149,6 +168,9 @@ type Index struct {
 	delta     *segment           // contents changed since base; may be nil
 	deltaDocs map[int64]*docData // what delta is built from
 	updated   time.Time
+	// stamp is the workspace's updated_ns as of the state held: another
+	// process that writes the index changes it (see Index.sync).
+	stamp int64
 
 	// hashMap locates live chunks by text hash for vector hits, cached
 	// for the segments it was built from.
@@ -164,6 +186,14 @@ type Index struct {
 	baseSymsFor, deltaSymsFor *segment
 
 	progress atomic.Pointer[Progress]
+
+	// watchReady is closed after the watcher's first refresh (nil when
+	// the service does not watch); unwatched is set when watching failed.
+	watchReady chan struct{}
+	unwatched  atomic.Bool
+	// refreshed is when the last refresh before a search ran (unwatched).
+	refreshMu sync.Mutex
+	refreshed time.Time
 }
 
 // fileEntry is a catalog row. Content 0 marks a file left out (binary or
@@ -201,7 +231,33 @@ func (s *Service) Workspace(ctx context.Context, root string) (*Index, error) {
 	}
 	ix.warmSymbols()
 	s.indexes[real] = ix
+	if s.opts.Watch {
+		ix.startWatch()
+	}
 	return ix, nil
+}
+
+// startWatch runs Watch in the background until the service closes.
+func (ix *Index) startWatch() {
+	svc := ix.svc
+	ix.watchReady = make(chan struct{})
+	var once sync.Once
+	ready := func() { once.Do(func() { close(ix.watchReady) }) }
+	svc.bgWG.Add(1)
+	go func() {
+		defer svc.bgWG.Done()
+		defer ready()
+		err := ix.Watch(svc.bg, func(st BuildStats, err error) {
+			if err != nil {
+				svc.log.Warn("index update failed", "workspace", ix.root, "error", err)
+			}
+			ready()
+		})
+		if err != nil && svc.bg.Err() == nil {
+			ix.unwatched.Store(true)
+			svc.log.Warn("not watching the workspace; searches refresh the index first", "workspace", ix.root, "error", err)
+		}
+	}()
 }
 
 // Root is the workspace directory.
@@ -229,6 +285,7 @@ func (ix *Index) load(ctx context.Context) error {
 		base = nil
 	}
 	ix.files, ix.paths, ix.base = files, pathsByContent(files), base
+	ix.stamp = updated
 	if updated > 0 {
 		ix.updated = time.Unix(0, updated)
 	}
@@ -272,7 +329,9 @@ type Status struct {
 	// Building is true while a build runs; Progress is its last report.
 	Building bool      `json:"building"`
 	Progress *Progress `json:"progress,omitempty"`
-	// DatabaseBytes is the size of the database file (all workspaces).
+	// DatabaseBytes is the size of the database file (all workspaces)
+	// and of its write-ahead log; after Service.Checkpoint the log is
+	// empty and this is what the index takes on disk.
 	DatabaseBytes int64 `json:"database_bytes"`
 	// Vectors reports the embeddings.
 	Vectors VectorStatus `json:"vectors"`

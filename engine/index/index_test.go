@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,10 +142,23 @@ func TestBuildCatalog(t *testing.T) {
 	if status.Files != 7 || status.Symbols == 0 || status.Chunks == 0 || status.Building || status.LastUpdate.IsZero() {
 		t.Errorf("status = %+v", status)
 	}
-	// A second build with nothing changed reads nothing.
+	// A second build with nothing changed reads nothing, and counts the
+	// files left out as the first did.
 	st = build(t, ix, BuildOptions{})
-	if st.Read != 0 || st.Changed != 0 || st.Full {
+	if st.Read != 0 || st.Changed != 0 || st.Full || st.Skipped != 1 {
 		t.Errorf("no-op build = %+v", st)
+	}
+	// After a checkpoint the database file alone holds the index, and
+	// that is the size reported.
+	if err := ix.svc.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	main, _ := os.Stat(ix.svc.DBPath())
+	if wal, err := os.Stat(ix.svc.DBPath() + "-wal"); err == nil && wal.Size() != 0 {
+		t.Errorf("write-ahead log of %d bytes after the checkpoint", wal.Size())
+	}
+	if got := ix.Status().DatabaseBytes; got != main.Size() {
+		t.Errorf("database_bytes %d, want the file's %d", got, main.Size())
 	}
 }
 
@@ -455,5 +469,142 @@ func TestCorruptSegmentIsRebuilt(t *testing.T) {
 	st := build(t, ix2, BuildOptions{})
 	if !st.Full || st.Analyzed != 0 {
 		t.Errorf("rebuild stats %+v: analyses should be reused", st)
+	}
+}
+
+// TestWatchNewDirectories: files created in a directory made after the
+// watch started, and in a directory moved in from outside, are indexed,
+// also when they appear after the watcher has seen their directory.
+func TestWatchNewDirectories(t *testing.T) {
+	_, ix, dir := newTestIndex(t, repo)
+	build(t, ix, BuildOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	applied := make(chan BuildStats, 64)
+	done := make(chan error, 1)
+	go func() { done <- ix.Watch(ctx, func(st BuildStats, err error) { applied <- st }) }()
+	<-applied // the refresh that follows setting up the watches
+	waitFor := func(what, pattern string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for len(textPaths(t, ix, engine.TextQuery{Pattern: pattern})) != 1 {
+			select {
+			case <-applied:
+			case <-deadline:
+				t.Fatalf("the watcher did not index %s", what)
+			}
+		}
+	}
+	// A new directory: the watcher applies its creation (nothing to
+	// index yet), and only then does a file appear in it.
+	os.MkdirAll(filepath.Join(dir, "later", "deeper"), 0o755)
+	<-applied
+	os.WriteFile(filepath.Join(dir, "later", "deeper", "late.go"), []byte("package deeper\n\nfunc LateComer() {}\n"), 0o644)
+	waitFor("a file created in a directory made after watching started", "LateComer")
+	os.WriteFile(filepath.Join(dir, "later", "top.go"), []byte("package later\n\nfunc TopComer() {}\n"), 0o644)
+	waitFor("a file created in the new directory itself", "TopComer")
+
+	// A directory moved in from outside the workspace, with a file; then
+	// a file created in it afterwards.
+	outside := filepath.Join(t.TempDir(), "moved")
+	os.MkdirAll(filepath.Join(outside, "sub"), 0o755)
+	os.WriteFile(filepath.Join(outside, "sub", "in.go"), []byte("package sub\n\nfunc MovedIn() {}\n"), 0o644)
+	if err := os.Rename(outside, filepath.Join(dir, "moved")); err != nil {
+		t.Skipf("cannot move a directory into the workspace: %v", err)
+	}
+	waitFor("a file of a directory moved in", "MovedIn")
+	os.WriteFile(filepath.Join(dir, "moved", "sub", "after.go"), []byte("package sub\n\nfunc AfterMove() {}\n"), 0o644)
+	waitFor("a file created in a moved-in directory", "AfterMove")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("watch returned %v", err)
+	}
+}
+
+// TestSearchSeesOtherProcessesWrites: two services on one database are
+// two processes; what one commits (an edit applied, a rebuild, a new
+// file), the other's next search sees.
+func TestSearchSeesOtherProcessesWrites(t *testing.T) {
+	ctx := context.Background()
+	svc1, ix1, dir := newTestIndex(t, repo)
+	build(t, ix1, BuildOptions{})
+	svc2, err := Open(ctx, Options{Path: svc1.DBPath()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc2.Close()
+	count := func(pattern string) int {
+		t.Helper()
+		res, err := svc2.SearchText(ctx, dir, engine.TextQuery{Pattern: pattern}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Matches)
+	}
+	if n := count("AddItem"); n == 0 {
+		t.Fatal("the second process finds nothing")
+	}
+	// An edit applied by the first process.
+	os.WriteFile(filepath.Join(dir, "cart", "extra.go"), []byte("package cart\n\nfunc WrittenElsewhere() {}\n"), 0o644)
+	if _, err := ix1.ApplyChanges(ctx, []FileChange{{Type: "created", Path: "cart/extra.go"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("WrittenElsewhere"); n != 1 {
+		t.Errorf("after the other process applied a change: %d matches, want 1", n)
+	}
+	// A rebuild (a new base segment) by the first process, after another
+	// file changed.
+	os.WriteFile(filepath.Join(dir, "cart", "extra.go"), []byte("package cart\n\nfunc RebuiltElsewhere() {}\n"), 0o644)
+	build(t, ix1, BuildOptions{Rebuild: true})
+	if n, old := count("RebuiltElsewhere"), count("WrittenElsewhere"); n != 1 || old != 0 {
+		t.Errorf("after the other process rebuilt: %d new, %d old matches; want 1 and 0", n, old)
+	}
+	hits, err := svc2.SearchSymbols(ctx, dir, engine.SymbolQuery{Query: "RebuiltElsewhere"})
+	if err != nil || len(hits) != 1 {
+		t.Errorf("symbols after the rebuild: %v %v", hits, err)
+	}
+}
+
+// TestSymbolQualifiedAndImportance: Package.Name and Type.Method find the
+// definition they name; a plain name ranks the exported, top-level
+// definition of library code that the workspace refers to most above
+// tests, internal packages and methods.
+func TestSymbolQualifiedAndImportance(t *testing.T) {
+	files := map[string]string{
+		"os/file.go":            "package os\n\nfunc ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"os/file_test.go":       "package os\n\nfunc ReadFile2() {}\n\nfunc TestReadFile() { ReadFile(\"x\") }\n",
+		"io/ioutil/ioutil.go":   "package ioutil\n\nfunc ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"internal/fsys/fsys.go": "package fsys\n\nfunc ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"embed/embed.go":        "package embed\n\ntype FS struct{}\n\nfunc (f FS) ReadFile(name string) ([]byte, error) { return nil, nil }\n",
+		"bytes/buffer.go":       "package bytes\n\ntype Buffer struct{}\n\nfunc (b *Buffer) Write(p []byte) (int, error) { return 0, nil }\n",
+		"bufio/bufio.go":        "package bufio\n\ntype Writer struct{}\n\nfunc (b *Writer) Write(p []byte) (int, error) { return 0, nil }\n",
+		"cmd/a/main.go":         "package main\n\nimport \"os\"\n\nfunc main() { os.ReadFile(\"a\") }\n",
+		"cmd/b/main.go":         "package main\n\nimport \"os\"\n\nfunc main() { os.ReadFile(\"b\") }\n",
+		"cmd/c/main.go":         "package main\n\nimport \"io/ioutil\"\n\nfunc main() { ioutil.ReadFile(\"c\") }\n",
+	}
+	_, ix, _ := newTestIndex(t, files)
+	build(t, ix, BuildOptions{})
+	first := func(query string) string {
+		t.Helper()
+		hits, err := ix.SearchSymbols(context.Background(), engine.SymbolQuery{Query: query})
+		if err != nil || len(hits) == 0 {
+			t.Fatalf("%s: %v %v", query, hits, err)
+		}
+		return fmt.Sprintf("%s %s %s", hits[0].Path, hits[0].Container, hits[0].Name)
+	}
+	for query, want := range map[string]string{
+		"ReadFile":        "os/file.go  ReadFile",
+		"os.ReadFile":     "os/file.go  ReadFile",
+		"ioutil.ReadFile": "io/ioutil/ioutil.go  ReadFile",
+		"fsys.ReadFile":   "internal/fsys/fsys.go  ReadFile",
+		"FS.ReadFile":     "embed/embed.go FS ReadFile",
+		"embed.FS":        "embed/embed.go  FS",
+		"Buffer.Write":    "bytes/buffer.go Buffer Write",
+		"bufio.Writer":    "bufio/bufio.go  Writer",
+		"Writer::Write":   "bufio/bufio.go Writer Write",
+	} {
+		if got := first(query); got != want {
+			t.Errorf("%s: first hit %q, want %q", query, got, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"regexp/syntax"
 	"sort"
@@ -17,7 +18,6 @@ import (
 // Text search limits.
 const (
 	defaultTextLimit = 100
-	maxTextLimit     = 10000
 	maxContextLines  = 20
 	// maxLineBytes cuts long lines to a window around the match.
 	maxLineBytes = 300
@@ -397,10 +397,12 @@ func (ix *Index) SearchText(ctx context.Context, q engine.TextQuery, onMatch fun
 		return res, err
 	}
 	limit := q.Limit
-	if limit <= 0 {
+	switch {
+	case limit < 0:
+		limit = math.MaxInt
+	case limit == 0:
 		limit = defaultTextLimit
 	}
-	limit = min(limit, maxTextLimit)
 	ctxLines := min(max(q.ContextLines, 0), maxContextLines)
 	tq, err := patternQuery(q.Pattern, q.Regex, q.CaseInsensitive)
 	if err != nil {
@@ -413,8 +415,14 @@ func (ix *Index) SearchText(ctx context.Context, q engine.TextQuery, onMatch fun
 	snap := ix.snap()
 	paths := snap.candidatePaths(tq, f)
 
+	// A file gives at most one match more than the limit: enough to know
+	// that the limit cut the result.
+	perFile := limit
+	if perFile < math.MaxInt {
+		perFile++
+	}
 	err = ix.verify(ctx, snap, paths, func(p string, data []byte) []engine.TextMatch {
-		return m.matchFile(p, data, ctxLines, limit)
+		return m.matchFile(p, data, ctxLines, perFile)
 	}, func(ms []engine.TextMatch) bool {
 		res.FilesSearched++
 		for _, tm := range ms {

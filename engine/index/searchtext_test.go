@@ -59,7 +59,7 @@ func bruteForce(t *testing.T, files map[string]string, q engine.TextQuery) []str
 
 func indexed(t *testing.T, ix *Index, q engine.TextQuery) []string {
 	t.Helper()
-	q.Limit = maxTextLimit
+	q.Limit = engine.NoLimit
 	res, err := ix.SearchText(context.Background(), q, nil)
 	if err != nil {
 		t.Fatalf("%+v: %v", q, err)
@@ -168,9 +168,6 @@ func FuzzTextSearch(f *testing.F) {
 			}
 		}
 		got, want := indexed(t, ix, q), bruteForce(t, oddCorpus, q)
-		if len(want) > maxTextLimit {
-			return
-		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%+v:\n got %v\nwant %v", q, got, want)
 		}
@@ -250,4 +247,34 @@ func FuzzPatternQuery(f *testing.F) {
 			t.Errorf("%q matches %q but the trigram plan rejects it", expr, text)
 		}
 	})
+}
+
+// TestTextSearchHasNoHiddenCap: every match comes back when asked, well
+// past the 10,000 that once were a silent maximum, and Truncated is set
+// exactly when the limit cut matches, also when one file holds them all.
+func TestTextSearchHasNoHiddenCap(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 12000; i++ {
+		fmt.Fprintf(&b, "hit %d\n", i)
+	}
+	_, ix, _ := newTestIndex(t, map[string]string{"big.txt": b.String(), "small.txt": "hit\n"})
+	build(t, ix, BuildOptions{})
+	for _, tc := range []struct {
+		limit, n  int
+		truncated bool
+	}{
+		{engine.NoLimit, 12001, false},
+		{12001, 12001, false},
+		{12000, 12000, true},
+		{11000, 11000, true},
+		{0, defaultTextLimit, true},
+	} {
+		res, err := ix.SearchText(context.Background(), engine.TextQuery{Pattern: "hit", Limit: tc.limit}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Matches) != tc.n || res.Truncated != tc.truncated {
+			t.Errorf("limit %d: %d matches, truncated %v; want %d, %v", tc.limit, len(res.Matches), res.Truncated, tc.n, tc.truncated)
+		}
+	}
 }

@@ -91,12 +91,24 @@ func (b *batch) deleteFile(path string) {
 // segmentBlock is the size of one stored block of a segment.
 const segmentBlock = 1 << 20
 
-// putSegment stores a segment as generation gen, makes it current and
-// drops older generations, in the batch's final transaction.
-func (b *batch) putSegment(ctx context.Context, gen int64, data []byte) error {
+// putSegment stores a segment as the generation after gen (or after the
+// database's, if another process stored a later one), makes it current
+// and drops older generations, in the batch's final transaction. It
+// returns the generation stored.
+func (b *batch) putSegment(ctx context.Context, gen int64, data []byte) (int64, error) {
 	if err := b.begin(ctx); err != nil {
-		return err
+		return 0, err
 	}
+	var current int64
+	if err := b.tx.QueryRow(`SELECT segment_gen FROM workspaces WHERE id=?`, b.ws).Scan(&current); err != nil {
+		b.err = fmt.Errorf("store segment: %w", err)
+		return 0, b.err
+	}
+	gen = max(gen, current) + 1
+	return gen, b.putSegmentGen(gen, data)
+}
+
+func (b *batch) putSegmentGen(gen int64, data []byte) error {
 	for seq := 0; seq*segmentBlock < len(data); seq++ {
 		block := data[seq*segmentBlock : min(len(data), (seq+1)*segmentBlock)]
 		if _, err := b.tx.Exec(`INSERT INTO segment_blocks(workspace, gen, seq, data) VALUES(?, ?, ?, ?)`, b.ws, gen, seq, block); err != nil {
@@ -104,7 +116,7 @@ func (b *batch) putSegment(ctx context.Context, gen int64, data []byte) error {
 			return b.err
 		}
 	}
-	if _, err := b.tx.Exec(`UPDATE workspaces SET segment_gen=?, updated_ns=? WHERE id=?`, gen, time.Now().UnixNano(), b.ws); err != nil {
+	if _, err := b.tx.Exec(`UPDATE workspaces SET segment_gen=? WHERE id=?`, gen, b.ws); err != nil {
 		b.err = fmt.Errorf("store segment: %w", err)
 		return b.err
 	}
@@ -113,6 +125,25 @@ func (b *batch) putSegment(ctx context.Context, gen int64, data []byte) error {
 		return b.err
 	}
 	return nil
+}
+
+// stamp marks the workspace as changed, in the batch's final
+// transaction: processes with the index open compare the stamp before
+// searching and reload what another one wrote. It returns the stamp.
+func (b *batch) stamp(ctx context.Context) (int64, error) {
+	if err := b.begin(ctx); err != nil {
+		return 0, err
+	}
+	ns := time.Now().UnixNano()
+	if _, err := b.tx.Exec(`UPDATE workspaces SET updated_ns=max(updated_ns+1, ?) WHERE id=?`, ns, b.ws); err != nil {
+		b.err = fmt.Errorf("index database: %w", err)
+		return 0, b.err
+	}
+	if err := b.tx.QueryRow(`SELECT updated_ns FROM workspaces WHERE id=?`, b.ws).Scan(&ns); err != nil {
+		b.err = fmt.Errorf("index database: %w", err)
+		return 0, b.err
+	}
+	return ns, nil
 }
 
 // commit ends the current transaction, if any.

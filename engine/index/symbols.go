@@ -3,10 +3,13 @@ package index
 import (
 	"context"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/index/syntax"
@@ -190,15 +193,22 @@ func pathPenalty(p string) float64 {
 
 // SearchSymbols finds definitions by name: exact (case-insensitive, with
 // '_' and '-' ignored; an exact-case match scores higher), then prefix,
-// then fuzzy. Within a tier, types and functions rank above members,
-// definitions outside tests above those inside, shorter names above
+// then fuzzy. A qualified query, Package.Name or Type.Method (also
+// Package.Type.Method, and :: or # instead of the dot), keeps the
+// definitions whose container (the method's type) or package (for Go,
+// the directory's name, which is the package's by convention) match the
+// qualifiers, when any does. Within a tier, definitions rank by
+// importance (importance): exported ones, outside tests, test data,
+// vendored and internal code, types and functions above members, those
+// the workspace refers to most as Package.Name, shorter names above
 // longer. With IncludeRefs, references to the exact name follow the
 // definitions.
 func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]engine.SymbolHit, error) {
-	query := strings.TrimSpace(q.Query)
-	if query == "" {
+	full := strings.TrimSpace(q.Query)
+	if full == "" {
 		return nil, fmt.Errorf("%w: the symbol query is empty", engine.ErrInvalidRequest)
 	}
+	query, quals := splitQualified(full)
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 20
@@ -208,6 +218,14 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 		return nil, err
 	}
 	s := ix.snap()
+	if len(quals) > 0 {
+		hits, err := ix.searchQualified(ctx, s, f, q, query, quals, limit)
+		if err != nil || len(hits) > 0 {
+			return hits, err
+		}
+		// Nothing fits the qualifiers: search the whole query as a name.
+		query = full
+	}
 	qn := normName(query)
 	var qwords []string
 	splitWords(query, func(w string) { qwords = append(qwords, w) })
@@ -219,6 +237,7 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 	for _, t := range ix.symbolTables(s) {
 		hits = append(hits, t.search(s, f, q, query, qn, qwords, acronym, limit)...)
 	}
+	ix.rankImportance(s, hits, limit)
 	sortHits(hits)
 	if q.IncludeRefs && len(hits) < limit {
 		refs, err := ix.references(ctx, s, query, f, limit-len(hits))
@@ -231,6 +250,175 @@ func (ix *Index) SearchSymbols(ctx context.Context, q engine.SymbolQuery) ([]eng
 		hits = hits[:limit]
 	}
 	return hits, nil
+}
+
+// splitQualified splits Package.Name, Type.Method and
+// Package.Type.Method (or :: and # for the dots) into the name and its
+// qualifiers, outermost first; anything else is a plain name.
+func splitQualified(q string) (string, []string) {
+	q = strings.NewReplacer("::", ".", "#", ".").Replace(q)
+	parts := strings.Split(q, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return q, nil
+	}
+	for _, p := range parts {
+		if p == "" || strings.IndexFunc(p, func(r rune) bool { return !isIdentRune(r) }) >= 0 {
+			return q, nil
+		}
+	}
+	return parts[len(parts)-1], parts[:len(parts)-1]
+}
+
+func isIdentRune(r rune) bool {
+	return r == '_' || r == '$' || unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// searchQualified answers a qualified query: the hits of the name whose
+// container or package match the qualifiers. Hits come in the usual
+// order; only the exact and prefix tiers are searched.
+func (ix *Index) searchQualified(ctx context.Context, s snapshot, f pathFilter, q engine.SymbolQuery, name string, quals []string, limit int) ([]engine.SymbolHit, error) {
+	qn := normName(name)
+	var hits []engine.SymbolHit
+	for _, t := range ix.symbolTables(s) {
+		// Ask for more than the limit: the qualifiers drop most.
+		for _, h := range t.search(s, f, q, name, qn, nil, "", max(limit, maxCandidateNames)) {
+			if h.Match != "fuzzy" && qualifiersFit(h, quals) {
+				hits = append(hits, h)
+			}
+		}
+	}
+	ix.rankImportance(s, hits, limit)
+	sortHits(hits)
+	if q.IncludeRefs && len(hits) < limit {
+		refs, err := ix.references(ctx, s, name, f, limit-len(hits))
+		if err != nil {
+			return nil, err
+		}
+		hits = append(hits, refs...)
+	}
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
+	return hits, nil
+}
+
+// qualifiersFit reports whether a definition fits the qualifiers of a
+// query: the last is its container (a method's type) or its package,
+// and with two, the first is the package. Comparisons ignore case, '_'
+// and '-'.
+func qualifiersFit(h engine.SymbolHit, quals []string) bool {
+	pkg := normName(symbolPackage(h.Path))
+	container := normName(h.Container)
+	last := normName(quals[len(quals)-1])
+	if len(quals) == 2 {
+		return container == last && pkg == normName(quals[0])
+	}
+	return container == last || (container == "" && pkg == last)
+}
+
+// symbolPackage is the package a definition at path belongs to, as a
+// qualified name writes it: the directory's name (Go's convention: the
+// package of net/http/cookie.go is http), or for a file at the root the
+// file's name without extension (Python's module). A major-version
+// directory (v2) names the one above it.
+func symbolPackage(p string) string {
+	dir := path.Dir(p)
+	if dir == "." {
+		return strings.TrimSuffix(path.Base(p), path.Ext(p))
+	}
+	base := path.Base(dir)
+	if len(base) >= 2 && base[0] == 'v' && strings.Trim(base[1:], "0123456789") == "" && path.Dir(dir) != "." {
+		base = path.Base(path.Dir(dir))
+	}
+	return base
+}
+
+// Importance weights (added to a hit's score, within its tier).
+const (
+	importExported  = 0.1
+	importTopLevel  = 0.05
+	importInternal  = 0.05
+	importMaxRefs   = 0.3
+	importRefsScale = 0.04
+	// importRefHits bounds how many hits get a reference count.
+	importRefHits = 64
+)
+
+// rankImportance adds to each hit's score what makes a definition more
+// likely the one meant: exported (Go: an upper-case initial; elsewhere
+// no leading underscore), top level (no container), outside internal
+// packages, and referred to as Package.Name by many files (the number of
+// files whose trigrams hold it, an upper bound, log-scaled; counted for
+// the best importRefHits top-level definitions). Test, test data and
+// vendored code are already lowered by pathPenalty.
+func (ix *Index) rankImportance(s snapshot, hits []engine.SymbolHit, limit int) {
+	counted := 0
+	refs := map[string]int{}
+	for i := range hits {
+		h := &hits[i]
+		if exported(h.Name, h.Language) {
+			h.Score += importExported
+		}
+		if h.Container == "" {
+			h.Score += importTopLevel
+		}
+		if strings.HasPrefix(h.Path, "internal/") || strings.Contains(h.Path, "/internal/") {
+			h.Score -= importInternal
+		}
+	}
+	if len(hits) < 2 {
+		return
+	}
+	order := make([]int, len(hits))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return hits[order[a]].Score > hits[order[b]].Score })
+	for _, i := range order {
+		h := &hits[i]
+		if h.Container != "" || counted == importRefHits {
+			continue
+		}
+		ref := symbolPackage(h.Path) + "." + h.Name
+		n, ok := refs[ref]
+		if !ok {
+			n = s.countCandidates(literalQuery(ref, false))
+			refs[ref] = n
+			counted++
+		}
+		h.Score += min(importMaxRefs, importRefsScale*math.Log2(1+float64(n)))
+	}
+}
+
+// exported reports whether a name is visible outside its package or
+// module, by the language's convention.
+func exported(name, lang string) bool {
+	if name == "" {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(name)
+	if lang == "go" {
+		return unicode.IsUpper(r)
+	}
+	return r != '_'
+}
+
+// countCandidates returns how many live contents may hold what tq asks
+// for (a trigram-level upper bound).
+func (s snapshot) countCandidates(tq *query) int {
+	n := 0
+	for _, seg := range s.segments() {
+		docs, all := tq.eval(func(t trigram) []uint32 { return seg.trigramDocs(nil, t) }, seg.trigramCount)
+		if all {
+			return len(s.paths)
+		}
+		for _, d := range docs {
+			if len(s.paths[seg.docs[d].content]) > 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // matchTier orders match kinds: exact before prefix before fuzzy, whatever

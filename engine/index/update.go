@@ -97,7 +97,12 @@ func (ix *Index) Watch(ctx context.Context, onApply func(BuildStats, error)) err
 		return fmt.Errorf("watch %s: %w", ix.root, err)
 	}
 	defer w.Close()
+	// addTree watches the directory rel and every directory below it
+	// (Walk does not report rel itself).
 	addTree := func(rel string) error {
+		if err := w.Add(filepath.Join(ix.root, filepath.FromSlash(rel))); err != nil {
+			return fmt.Errorf("watch %s: %w (raise fs.inotify.max_user_watches, or index without --watch)", rel, err)
+		}
 		return ix.fsroot.Walk(ctx, rel, walkOptions(), func(p string, d fs.DirEntry) error {
 			if d.IsDir() {
 				if err := w.Add(filepath.Join(ix.root, filepath.FromSlash(p))); err != nil {
@@ -106,9 +111,6 @@ func (ix *Index) Watch(ctx context.Context, onApply func(BuildStats, error)) err
 			}
 			return nil
 		})
-	}
-	if err := w.Add(ix.root); err != nil {
-		return fmt.Errorf("watch %s: %w", ix.root, err)
 	}
 	if err := addTree("."); err != nil {
 		return err

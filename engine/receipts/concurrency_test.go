@@ -20,9 +20,12 @@ import (
 // from different actors.
 func checkWholeLines(t *testing.T, dir string, n int, actors []string) int {
 	t.Helper()
-	rep := verify(t, dir, VerifyOptions{RequireSigned: true})
+	rep := verify(t, dir, VerifyOptions{RequireSigned: true, RequireHead: true})
 	if rep.Receipts != n {
 		t.Fatalf("verified %d receipts, want %d", rep.Receipts, n)
+	}
+	if rep.Anchor == nil || rep.Anchor.Count != n || rep.AfterAnchor != 0 {
+		t.Errorf("signed head %+v, want one for receipt %d", rep.Anchor, n)
 	}
 	files, err := listMonthFiles(dir)
 	if err != nil {

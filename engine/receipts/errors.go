@@ -52,6 +52,20 @@ var (
 	ErrInvalidKey = errors.New("invalid receipt key file")
 	// ErrClosed: Append was called after Close.
 	ErrClosed = errors.New("receipt log closed")
+	// ErrBadHead: the log's signed head (receipts.head) does not decode,
+	// does not match its hash, or its signature does not verify; or the
+	// receipt it anchors is signed and the head is not.
+	ErrBadHead = errors.New("receipt log head is invalid")
+	// ErrHeadMismatch: the receipt at the position the signed head names
+	// is not the one it names: the log was rewritten.
+	ErrHeadMismatch = errors.New("receipt log does not match its signed head")
+	// ErrMissingReceipts: the log ends before the receipt its signed head
+	// names: receipts were removed from its end.
+	ErrMissingReceipts = errors.New("receipts missing from the end of the log")
+	// ErrNoHead: VerifyOptions.RequireHead is set and a log with receipts
+	// has no signed head, so removal of its last receipts could not be
+	// detected.
+	ErrNoHead = errors.New("receipt log has no signed head")
 )
 
 // LineError reports a problem at one line of a month file. File is the path

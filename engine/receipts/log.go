@@ -63,6 +63,7 @@ type head struct {
 	info  fs.FileInfo // that file as it was when the head was read
 	hash  string
 	time  time.Time
+	count int // receipts in the chain
 }
 
 // Open returns a Log for dir, creating dir (mode 0700) if needed, and
@@ -153,7 +154,18 @@ func (l *Log) Close() error {
 // An I/O error after the write began may leave a torn line, which the next
 // Append repairs; an error from fsync leaves the receipt's durability
 // unknown.
+//
+// Every error reads "append receipt: ...", once: callers add no prefix of
+// their own.
 func (l *Log) Append(ctx context.Context, r Receipt) (Receipt, error) {
+	r, err := l.append(ctx, r)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("append receipt: %w", err)
+	}
+	return r, nil
+}
+
+func (l *Log) append(ctx context.Context, r Receipt) (Receipt, error) {
 	if err := r.validate(); err != nil {
 		return Receipt{}, err
 	}
@@ -170,21 +182,21 @@ func (l *Log) Append(ctx context.Context, r Receipt) (Receipt, error) {
 		if ctx.Err() != nil {
 			return Receipt{}, ctx.Err()
 		}
-		return Receipt{}, fmt.Errorf("append receipt: lock %s: %w", l.lock.Path(), err)
+		return Receipt{}, fmt.Errorf("lock %s: %w", l.lock.Path(), err)
 	}
 	defer l.lock.Unlock()
 
 	h, err := l.currentHead()
 	if err != nil {
 		l.head = head{}
-		return Receipt{}, fmt.Errorf("append receipt: %w", err)
+		return Receipt{}, err
 	}
 	t := l.now().UTC()
 	if t.Before(h.time) {
 		t = h.time
 	}
 	if t.Year() < 0 || t.Year() > 9999 {
-		return Receipt{}, fmt.Errorf("append receipt: clock reads %v, outside the years 0000 to 9999 the layout can name", t)
+		return Receipt{}, fmt.Errorf("clock reads %v, outside the years 0000 to 9999 the layout can name", t)
 	}
 	r.Version, r.Time, r.Prev = Version, t, h.hash
 	if r.ID == "" {
@@ -201,10 +213,26 @@ func (l *Log) Append(ctx context.Context, r Receipt) (Receipt, error) {
 	info, err := l.write(path, line)
 	if err != nil {
 		l.head = head{}
-		return Receipt{}, fmt.Errorf("append receipt: %w", err)
+		return Receipt{}, err
 	}
-	l.head = head{valid: true, file: path, info: info, hash: r.Hash, time: r.Time}
+	l.head = head{valid: true, file: path, info: info, hash: r.Hash, time: r.Time, count: h.count + 1}
+	// The receipt is durable now; the signed head follows it. A crash (or
+	// a failure) here leaves the head one receipt behind, which Verify
+	// accepts and the next Append or Repair corrects.
+	if err := l.writeHead(l.head); err != nil {
+		l.logger.Warn("receipts: the signed head could not be updated; removal of the last receipts would go unnoticed until the next append",
+			"dir", l.dir, "error", err)
+	}
 	return r, nil
+}
+
+// writeHead writes the signed head for the chain end h.
+func (l *Log) writeHead(h head) error {
+	_, line, err := sealHead(h.count, h.hash, h.time, l.key, l.keyID)
+	if err != nil {
+		return err
+	}
+	return writeHeadFile(l.dir, line)
 }
 
 // currentHead returns the chain head, from the cache when the newest
@@ -232,11 +260,94 @@ func (l *Log) currentHead() (head, error) {
 		if h.file == "" {
 			continue // the repair emptied the file
 		}
+		if h.count, err = l.chainLength(h.hash); err != nil {
+			return head{}, err
+		}
 		l.head = h
 		return h, nil
 	}
+	// An empty log: it must not have had receipts (see chainLength).
+	if _, err := l.chainLength(""); err != nil {
+		return head{}, err
+	}
 	l.head = head{valid: true}
 	return l.head, nil
+}
+
+// chainLength returns the number of receipts of a log whose last receipt
+// has hash last, checking the chain against the signed head: the head's
+// count when the head names last (the usual case: every Append writes
+// it), else the count of lines, after making sure the head's receipt is
+// in the chain at its place (the head lags when an Append stopped between
+// its line and its head). A log that ends before its head's receipt, or
+// holds another receipt there, has lost or changed receipts: Append
+// refuses to extend it (ErrMissingReceipts, ErrHeadMismatch), as it does a
+// damaged last line, since a new head would hide the damage. A head file
+// that does not decode is ErrBadHead; a log without one (written before
+// heads existed) gets one with the next Append.
+func (l *Log) chainLength(last string) (int, error) {
+	data, err := readHeadFile(l.dir)
+	if err != nil {
+		return 0, err
+	}
+	var hd Head
+	if data != nil {
+		if hd, err = decodeHead(data); err != nil {
+			return 0, fmt.Errorf("%w; not appending until it is looked at (plexus receipts verify, then plexus receipts repair)", err)
+		}
+		if hd.Last == last {
+			return hd.Count, nil
+		}
+	}
+	files, err := listMonthFiles(l.dir) // sizes after any repair
+	if err != nil {
+		return 0, err
+	}
+	n, err := countReceipts(files)
+	if err != nil || data == nil || hd.Count == 0 {
+		return n, err
+	}
+	if n < hd.Count {
+		return 0, fmt.Errorf("%w: the log holds %d receipts, its signed head records %d (the last with hash %s); not appending to it (plexus receipts verify says more)",
+			ErrMissingReceipts, n, hd.Count, hd.Last)
+	}
+	at, err := hashAt(files, hd.Count)
+	if err != nil {
+		return 0, err
+	}
+	if at != hd.Last {
+		return 0, fmt.Errorf("%w: receipt %d has hash %s, the signed head says %s; not appending to it (plexus receipts verify says more)",
+			ErrHeadMismatch, hd.Count, at, hd.Last)
+	}
+	return n, nil
+}
+
+// hashAt returns the hash member of receipt n (1-based) of the month
+// files.
+func hashAt(files []monthFile, n int) (string, error) {
+	errFound := errors.New("found")
+	var hash string
+	seen := 0
+	for _, f := range files {
+		err := scanFile(context.Background(), f, func(_ int, line []byte) error {
+			if seen++; seen < n {
+				return nil
+			}
+			d, err := decodeLine(line)
+			if err != nil {
+				return err
+			}
+			hash = d.receipt.Hash
+			return errFound
+		})
+		if errors.Is(err, errFound) {
+			return hash, nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%w: the log holds %d receipts, fewer than %d", ErrMissingReceipts, seen, n)
 }
 
 // readHead reads the last line of the month file path, repairing a torn

@@ -180,6 +180,10 @@ func TestAppendVerifyRoundTrip(t *testing.T) {
 		t.Errorf("Path = %s, want %s", l.Path(got[0]), path)
 	}
 	rep := verify(t, dir, VerifyOptions{RequireSigned: true})
+	if rep.Anchor == nil || rep.Anchor.Count != 8 || rep.Anchor.Last != got[7].Hash || rep.Anchor.KeyID != got[7].KeyID || rep.AfterAnchor != 0 {
+		t.Errorf("signed head %+v (%d after it), want one for receipt 8", rep.Anchor, rep.AfterAnchor)
+	}
+	rep.Anchor = nil
 	want := Report{Receipts: 8, Signed: 8, Files: 1, Head: got[7].Hash, Last: got[7].Time}
 	if rep != want {
 		t.Errorf("report %+v, want %+v", rep, want)

@@ -48,12 +48,12 @@ type Entry struct {
 
 // Months returns the months that have a non-empty month file, oldest first.
 func (r *Reader) Months(ctx context.Context) ([]Month, error) {
-	files, _, err := r.snapshot(ctx, false)
+	snap, err := r.snapshot(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	var months []Month
-	for _, f := range files {
+	for _, f := range snap.files {
 		if f.info.Size() > 0 {
 			months = append(months, f.month)
 		}
@@ -67,12 +67,12 @@ func (r *Reader) Months(ctx context.Context) ([]Month, error) {
 // before it and a *LineError (ErrMalformed, or ErrTruncated for a last line
 // without its newline).
 func (r *Reader) List(ctx context.Context, m Month) ([]Entry, error) {
-	files, _, err := r.snapshot(ctx, false)
+	snap, err := r.snapshot(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	var entries []Entry
-	for _, f := range files {
+	for _, f := range snap.files {
 		if !m.IsZero() && f.month != m {
 			continue
 		}
@@ -92,7 +92,8 @@ func (r *Reader) List(ctx context.Context, m Month) ([]Entry, error) {
 }
 
 // VerifyOptions configures Verify. The zero value verifies signatures with
-// the keys in the log's receipts.pub and accepts unsigned receipts.
+// the keys in the log's receipts.pub and accepts unsigned receipts and a
+// log without a signed head.
 type VerifyOptions struct {
 	// PublicKeys verify signatures; nil means LoadPublicKeys(dir). Pass
 	// keys kept elsewhere (for example LoadPublicKeys of the key
@@ -101,6 +102,10 @@ type VerifyOptions struct {
 	PublicKeys []ed25519.PublicKey
 	// RequireSigned makes an unsigned receipt an error (ErrUnsigned).
 	RequireSigned bool
+	// RequireHead makes a log with receipts but no signed head an error
+	// (ErrNoHead): without one, receipts removed from the end cannot be
+	// detected.
+	RequireHead bool
 }
 
 // Report is the outcome of Verify.
@@ -113,11 +118,15 @@ type Report struct {
 	// Files is the number of non-empty month files read.
 	Files int
 	// Head is the hash of the last verified receipt, "" for an empty log.
-	// Record it elsewhere to detect later removal of receipts from the end
-	// of the log, which the chain alone cannot show.
 	Head string
 	// Last is the time of the last verified receipt.
 	Last time.Time
+	// Anchor is the log's signed head (receipts.head) as read, nil when
+	// the log has none. Verify checked that receipt Anchor.Count is the
+	// one it names; AfterAnchor counts the receipts after it (appended
+	// since, or 1 when an Append stopped between its line and its head).
+	Anchor      *Head
+	AfterAnchor int
 }
 
 // Verify reads the whole log, oldest month first, and checks that every
@@ -130,23 +139,48 @@ type Report struct {
 // (ErrUnknownKey, ErrBadSignature; ErrUnsigned for a receipt without one
 // under RequireSigned). It stops at the first bad line and returns a
 // *LineError naming it (file:line) with the Report of what it verified
-// before. Other errors are I/O errors and ctx.Err().
+// before.
+//
+// When the log has a signed head (receipts.head), Verify checks its hash
+// and signature (ErrBadHead; a head anchoring a signed receipt must be
+// signed too), that the receipt at the position it names is the one it
+// names (ErrHeadMismatch, as a *LineError), and that the log reaches that
+// position (ErrMissingReceipts: receipts were removed from the end).
+// Without one, RequireHead makes a non-empty log ErrNoHead. Other errors
+// are I/O errors and ctx.Err().
 func (r *Reader) Verify(ctx context.Context, opts VerifyOptions) (Report, error) {
-	files, keys, err := r.snapshot(ctx, opts.PublicKeys == nil)
+	snap, err := r.snapshot(ctx, opts.PublicKeys == nil)
 	if err != nil {
 		return Report{}, err
 	}
 	if opts.PublicKeys != nil {
-		keys = opts.PublicKeys
+		snap.keys = opts.PublicKeys
 	}
-	byID := make(map[string]ed25519.PublicKey, len(keys))
-	for _, k := range keys {
+	return verifyLog(ctx, snap, opts)
+}
+
+// verifyLog is Verify on a snapshot of the log.
+func verifyLog(ctx context.Context, snap snapshot, opts VerifyOptions) (Report, error) {
+	byID := make(map[string]ed25519.PublicKey, len(snap.keys))
+	for _, k := range snap.keys {
 		if len(k) == ed25519.PublicKeySize {
 			byID[KeyID(k)] = k
 		}
 	}
 	var rep Report
-	for _, f := range files {
+	var anchor *Head
+	if snap.head != nil {
+		h, err := decodeHead(snap.head)
+		if err == nil {
+			err = verifyHead(h, byID)
+		}
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", filepath.Join(snap.dir, HeadFile), err)
+		}
+		anchor = &h
+		rep.Anchor = anchor
+	}
+	for _, f := range snap.files {
 		if f.info.Size() == 0 {
 			continue
 		}
@@ -185,6 +219,15 @@ func (r *Reader) Verify(ctx context.Context, opts VerifyOptions) (Report, error)
 			case opts.RequireSigned:
 				return ErrUnsigned
 			}
+			if anchor != nil && rep.Receipts+1 == anchor.Count {
+				if rc.Hash != anchor.Last {
+					return fmt.Errorf("%w: this is receipt %d, with hash %s; the signed head says receipt %d has hash %s",
+						ErrHeadMismatch, anchor.Count, rc.Hash, anchor.Count, anchor.Last)
+				}
+				if rc.KeyID != "" && anchor.KeyID == "" {
+					return fmt.Errorf("%w: receipt %d is signed, the head that anchors it is not", ErrBadHead, anchor.Count)
+				}
+			}
 			rep.Receipts++
 			if signed {
 				rep.Signed++
@@ -196,35 +239,70 @@ func (r *Reader) Verify(ctx context.Context, opts VerifyOptions) (Report, error)
 			return rep, err
 		}
 	}
+	switch {
+	case anchor != nil && rep.Receipts < anchor.Count:
+		return rep, fmt.Errorf("%w: the log ends after receipt %d (hash %s), but its signed head, written %s, records %d receipts, the last with hash %s",
+			ErrMissingReceipts, rep.Receipts, orNone(rep.Head), anchor.Time.Format(TimeFormat), anchor.Count, anchor.Last)
+	case anchor != nil:
+		rep.AfterAnchor = rep.Receipts - anchor.Count
+	case opts.RequireHead && rep.Receipts > 0:
+		return rep, fmt.Errorf("%w: %s is missing, so receipts removed from the end of the log could not be detected", ErrNoHead, filepath.Join(snap.dir, HeadFile))
+	}
 	return rep, nil
 }
 
-// snapshot lists the month files (with their sizes) and, if withKeys, the
-// public keys, under a shared lock on the log.
-func (r *Reader) snapshot(ctx context.Context, withKeys bool) ([]monthFile, []ed25519.PublicKey, error) {
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// snapshot is what a reader sees of a log at one moment: its month files
+// with their sizes, its signed head's content (nil when none) and,
+// when asked for, its published keys.
+type snapshot struct {
+	dir   string
+	files []monthFile
+	head  []byte
+	keys  []ed25519.PublicKey
+}
+
+// snapshot lists the month files (with their sizes), reads the head and,
+// if withKeys, the public keys, under a shared lock on the log.
+func (r *Reader) snapshot(ctx context.Context, withKeys bool) (snapshot, error) {
 	lock := flock.New(filepath.Join(r.dir, LockFile), flock.SetFlag(os.O_RDONLY))
 	if _, err := lock.TryRLockContext(ctx, lockRetry); err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return snapshot{}, ctx.Err()
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("read receipts: lock: %w", err)
+			return snapshot{}, fmt.Errorf("read receipts: lock: %w", err)
 		}
 		// No lock file: no Log has ever opened this directory, or it is a
 		// copy. Read without a lock.
 	}
 	defer lock.Unlock()
-	files, err := listMonthFiles(r.dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read receipts: %w", err)
+	return readSnapshot(r.dir, withKeys)
+}
+
+// readSnapshot reads the snapshot of the log in dir; the caller holds the
+// log's lock (or knows nobody writes).
+func readSnapshot(dir string, withKeys bool) (snapshot, error) {
+	snap := snapshot{dir: dir}
+	var err error
+	if snap.files, err = listMonthFiles(dir); err != nil {
+		return snapshot{}, fmt.Errorf("read receipts: %w", err)
 	}
-	var keys []ed25519.PublicKey
+	if snap.head, err = readHeadFile(dir); err != nil {
+		return snapshot{}, fmt.Errorf("read receipts: %w", err)
+	}
 	if withKeys {
-		if keys, err = LoadPublicKeys(r.dir); err != nil {
-			return nil, nil, err
+		if snap.keys, err = LoadPublicKeys(dir); err != nil {
+			return snapshot{}, err
 		}
 	}
-	return files, keys, nil
+	return snap, nil
 }
 
 // scanFile calls fn with each line (without its newline) of the first

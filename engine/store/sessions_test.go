@@ -206,7 +206,7 @@ func TestDeleteSession(t *testing.T) {
 	}
 	for _, table := range []string{"messages", "events"} {
 		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE session_id='ses_1'`).Scan(&n); err != nil || n != 0 {
+		if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE session_id='ses_1'`).Scan(&n); err != nil || n != 0 {
 			t.Errorf("%s of the deleted session: %d rows, %v", table, n, err)
 		}
 	}
@@ -221,7 +221,7 @@ func TestDeleteSession(t *testing.T) {
 
 func TestEventsQueryUsesIndex(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "plexus.db"))
-	rows, err := s.db.Query(`EXPLAIN QUERY PLAN `+eventsQuery, "s", 0, -1)
+	rows, err := s.rdb.Query(`EXPLAIN QUERY PLAN `+eventsQuery, "s", 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,3 @@
-// Package store keeps the engine's own state in the embedded SQLite
-// database of the data directory (plexus.db; modernc.org/sqlite, no cgo):
-// proposed patch sets, applied changes (for undo across processes), each
-// workspace's policy document, and sessions with their history and event
-// streams. It implements engine.PatchStore and engine.SessionStore.
-//
-// The code index lives in a separate database file (index.db): it is
-// derived data that is rebuilt when its format changes, while what this
-// store holds (policies, undo records) is the user's and must survive.
 package store
 
 import (
@@ -18,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
@@ -82,40 +74,91 @@ CREATE TABLE IF NOT EXISTS events(
 `
 
 // Store is the engine's state database. Safe for concurrent use, also by
-// several processes sharing the file (WAL mode, busy timeout).
+// several processes sharing the file; see the package documentation for
+// what its writes promise.
 type Store struct {
-	db *sql.DB
+	path string
+	// rdb is the pool of reading connections (query_only).
+	rdb *sql.DB
+	// wdb holds the writer's one connection.
+	wdb *sql.DB
+
+	queue  chan *writeOp
+	exited chan struct{} // closed when the writer has stopped
+	wmu    sync.RWMutex  // guards closed against sends on queue
+	closed bool
 }
 
 var (
-	_ engine.PatchStore   = (*Store)(nil)
-	_ engine.SessionStore = (*Store)(nil)
-
+	_ engine.PatchStore        = (*Store)(nil)
+	_ engine.SessionStore      = (*Store)(nil)
 	_ engine.SessionModelStore = (*Store)(nil)
+	_ engine.WorkspaceStore    = (*Store)(nil)
 )
 
-// Open opens (creating) the database at path.
+// dsn is the data source name of path for modernc.org/sqlite with the
+// given pragmas.
+func dsn(path string, pragmas ...string) string {
+	q := url.Values{}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating) the database at path and starts its writer.
+// Errors: the directory cannot be made, the file is not a database or
+// cannot be opened, the schema cannot be created (an error wrapping
+// ErrBusy when another process held the lock throughout).
 func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("state database: %w", err)
 	}
-	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(1)"} {
-		q.Add("_pragma", p)
-	}
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	wdb, err := sql.Open("sqlite", dsn(path, "busy_timeout(0)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"))
 	if err != nil {
 		return nil, fmt.Errorf("open state database %s: %w", path, err)
 	}
-	if _, err := db.ExecContext(ctx, schema); err != nil {
-		db.Close()
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	rdb, err := sql.Open("sqlite", dsn(path, fmt.Sprintf("busy_timeout(%d)", readBusyTimeout.Milliseconds()), "query_only(1)", "foreign_keys(1)"))
+	if err != nil {
+		wdb.Close()
 		return nil, fmt.Errorf("open state database %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	rdb.SetMaxIdleConns(4)
+	s := &Store{path: path, rdb: rdb, wdb: wdb, queue: make(chan *writeOp, queueLen), exited: make(chan struct{})}
+	go s.run()
+	err = s.write(ctx, func(ctx context.Context, tx dbtx) error {
+		_, err := tx.ExecContext(ctx, schema)
+		return err
+	})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open state database %s: %w", path, err)
+	}
+	return s, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops taking writes (later ones fail with ErrClosed), waits for
+// the writer to commit those already queued, and closes the database.
+// Calling it again is harmless.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	if s.closed {
+		s.wmu.Unlock()
+		<-s.exited
+		return nil
+	}
+	s.closed = true
+	close(s.queue)
+	s.wmu.Unlock()
+	<-s.exited
+	// Readers first: the writer's connection, closing last, checkpoints
+	// the write-ahead log into the database file.
+	return errors.Join(s.rdb.Close(), s.wdb.Close())
+}
 
 // SavePatchSet stores a proposed patch set (replacing one with its id).
 func (s *Store) SavePatchSet(ctx context.Context, workspaceID string, set *engine.PatchSet) error {
@@ -123,8 +166,12 @@ func (s *Store) SavePatchSet(ctx context.Context, workspaceID string, set *engin
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO patch_sets(id, workspace, created_ns, doc) VALUES(?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET doc=excluded.doc`, set.ID, workspaceID, time.Now().UnixNano(), doc)
+	now := time.Now().UnixNano()
+	err = s.write(ctx, func(ctx context.Context, tx dbtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO patch_sets(id, workspace, created_ns, doc) VALUES(?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET doc=excluded.doc`, set.ID, workspaceID, now, doc)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("save patch set %s: %w", set.ID, err)
 	}
@@ -134,7 +181,9 @@ func (s *Store) SavePatchSet(ctx context.Context, workspaceID string, set *engin
 // PatchSet loads a patch set; engine.ErrNotFound when there is none.
 func (s *Store) PatchSet(ctx context.Context, id string) (*engine.PatchSet, error) {
 	var doc []byte
-	err := s.db.QueryRowContext(ctx, `SELECT doc FROM patch_sets WHERE id=?`, id).Scan(&doc)
+	err := s.read(ctx, func() error {
+		return s.rdb.QueryRowContext(ctx, `SELECT doc FROM patch_sets WHERE id=?`, id).Scan(&doc)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: patch set %s", engine.ErrNotFound, id)
 	}
@@ -148,7 +197,8 @@ func (s *Store) PatchSet(ctx context.Context, id string) (*engine.PatchSet, erro
 	return &set, nil
 }
 
-// SaveApplied stores an applied change.
+// SaveApplied stores an applied change. Errors: an applied change with
+// a.ID is stored already.
 func (s *Store) SaveApplied(ctx context.Context, a *engine.AppliedPatch) error {
 	doc, err := json.Marshal(a)
 	if err != nil {
@@ -158,8 +208,11 @@ func (s *Store) SaveApplied(ctx context.Context, a *engine.AppliedPatch) error {
 	if a.UndoneAt != nil {
 		undone = a.UndoneAt.UnixNano()
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO applied_patches(id, workspace, set_id, time_ns, undone_ns, doc) VALUES(?, ?, ?, ?, ?, ?)`,
-		a.ID, a.Workspace, a.SetID, a.Time.UnixNano(), undone, doc)
+	err = s.write(ctx, func(ctx context.Context, tx dbtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO applied_patches(id, workspace, set_id, time_ns, undone_ns, doc) VALUES(?, ?, ?, ?, ?, ?)`,
+			a.ID, a.Workspace, a.SetID, a.Time.UnixNano(), undone, doc)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("save applied change %s: %w", a.ID, err)
 	}
@@ -172,48 +225,65 @@ func (s *Store) Applied(ctx context.Context, workspaceID string, limit int) ([]*
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT doc, undone_ns FROM applied_patches WHERE workspace=? ORDER BY time_ns DESC, id DESC LIMIT ?`, workspaceID, limit)
+	var out []*engine.AppliedPatch
+	err := s.read(ctx, func() error {
+		out = nil
+		rows, err := s.rdb.QueryContext(ctx, `SELECT doc, undone_ns FROM applied_patches WHERE workspace=? ORDER BY time_ns DESC, id DESC LIMIT ?`, workspaceID, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var doc []byte
+			var undone sql.NullInt64
+			if err := rows.Scan(&doc, &undone); err != nil {
+				return err
+			}
+			var a engine.AppliedPatch
+			if err := json.Unmarshal(doc, &a); err != nil {
+				return fmt.Errorf("an applied change is unreadable: %w", err)
+			}
+			if undone.Valid {
+				t := time.Unix(0, undone.Int64)
+				a.UndoneAt = &t
+			}
+			out = append(out, &a)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list applied changes: %w", err)
 	}
-	defer rows.Close()
-	var out []*engine.AppliedPatch
-	for rows.Next() {
-		var doc []byte
-		var undone sql.NullInt64
-		if err := rows.Scan(&doc, &undone); err != nil {
-			return nil, err
-		}
-		var a engine.AppliedPatch
-		if err := json.Unmarshal(doc, &a); err != nil {
-			return nil, fmt.Errorf("an applied change is unreadable: %w", err)
-		}
-		if undone.Valid {
-			t := time.Unix(0, undone.Int64)
-			a.UndoneAt = &t
-		}
-		out = append(out, &a)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// MarkUndone records that an applied change was undone.
+// MarkUndone records that an applied change was undone. Errors:
+// engine.ErrNotFound when no applied change appliedID is stored that is
+// not undone yet.
 func (s *Store) MarkUndone(ctx context.Context, appliedID string, at time.Time) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE applied_patches SET undone_ns=? WHERE id=? AND undone_ns IS NULL`, at.UnixNano(), appliedID)
-	if err != nil {
+	err := s.write(ctx, func(ctx context.Context, tx dbtx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE applied_patches SET undone_ns=? WHERE id=? AND undone_ns IS NULL`, at.UnixNano(), appliedID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: no applied change %s that is not undone yet", engine.ErrNotFound, appliedID)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, engine.ErrNotFound) {
 		return fmt.Errorf("mark %s undone: %w", appliedID, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("%w: no applied change %s that is not undone yet", engine.ErrNotFound, appliedID)
-	}
-	return nil
+	return err
 }
 
 // PolicyDoc returns a workspace's stored policy document, and false when
 // none is stored.
 func (s *Store) PolicyDoc(ctx context.Context, workspaceID string) (json.RawMessage, bool, error) {
 	var doc []byte
-	err := s.db.QueryRowContext(ctx, `SELECT doc FROM policies WHERE workspace=?`, workspaceID).Scan(&doc)
+	err := s.read(ctx, func() error {
+		return s.rdb.QueryRowContext(ctx, `SELECT doc FROM policies WHERE workspace=?`, workspaceID).Scan(&doc)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -225,8 +295,12 @@ func (s *Store) PolicyDoc(ctx context.Context, workspaceID string) (json.RawMess
 
 // SetPolicyDoc stores a workspace's policy document.
 func (s *Store) SetPolicyDoc(ctx context.Context, workspaceID string, doc json.RawMessage) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO policies(workspace, doc, updated_ns) VALUES(?, ?, ?)
-		ON CONFLICT(workspace) DO UPDATE SET doc=excluded.doc, updated_ns=excluded.updated_ns`, workspaceID, []byte(doc), time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	err := s.write(ctx, func(ctx context.Context, tx dbtx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO policies(workspace, doc, updated_ns) VALUES(?, ?, ?)
+		ON CONFLICT(workspace) DO UPDATE SET doc=excluded.doc, updated_ns=excluded.updated_ns`, workspaceID, []byte(doc), now)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("save policy: %w", err)
 	}

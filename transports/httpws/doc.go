@@ -21,6 +21,20 @@
 //     MODEL_UNAVAILABLE, INDEX_FAILED, INTERNAL; WebSocket errors add
 //     INVALID_MESSAGE, SESSION_BUSY and the engine's codes (MODEL_ERROR,
 //     TOOL_ERROR, POLICY_VIOLATION, RETRIEVAL_FAILED, CANCELLED, ...).
+//     File watcher events (POST .../index/incremental and
+//     client.file_changes) go through one schema and one check: a path
+//     outside the workspace is the client's error (400 INVALID_REQUEST
+//     naming the field; POLICY_VIOLATION on the stream) and nothing is
+//     indexed; INDEX_FAILED is the index's own failure. A workspace_id
+//     query parameter naming no workspace (GET /v1/sessions) is 400.
+//   - Search (beyond the contract): POST /v1/workspaces/{id}/search
+//     answers text searches (mode text: a literal or an RE2 expression,
+//     line by line; limit 0 for every match, truncated exactly when the
+//     limit cut matches) and symbol searches (mode symbols) from the
+//     engine's code index (engine.Engine.Searcher), the code path of the
+//     search tools and of the Unix socket's search.text. With Accept:
+//     application/x-ndjson a text search streams a line per match, then
+//     {"done": ...}.
 //   - Models (beyond the contract): PUT /v1/models/current switches the
 //     server's current model, which sessions without a model of their own
 //     use; with "session_id" in the body it switches only that session's

@@ -393,6 +393,12 @@ func (h *hub) fileChanges(ctx context.Context, c *conn, m fileChanges) {
 	for i, ch := range m.Changes {
 		changes[i] = FileChange{Type: ch.Type, Path: ch.FilePath, ContentHash: ch.ContentHash}
 	}
+	if i, err := checkFileChanges(h.sess.Workspace().Root, changes); err != nil {
+		<-c.indexing
+		_, _, code := indexErrorStatus(err)
+		c.sendError(code, err.Error()+"; nothing was indexed", true, map[string]any{"field": fmt.Sprintf("/changes/%d/file_path", i)})
+		return
+	}
 	c.work.Add(1)
 	go func() {
 		defer c.work.Done()
@@ -401,7 +407,8 @@ func (h *hub) fileChanges(ctx context.Context, c *conn, m fileChanges) {
 		defer cancel()
 		stats, err := ix.ApplyChanges(ctx, h.sess.Workspace().Root, changes)
 		if err != nil {
-			c.sendError(codeIndexFailed, "updating the index failed: "+err.Error(), true, nil)
+			_, _, code := indexErrorStatus(err)
+			c.sendError(code, "updating the index failed: "+err.Error(), true, nil)
 			return
 		}
 		c.sendNow(func(last uint64) any {

@@ -96,11 +96,17 @@ func (s *Server) handleIncremental(w http.ResponseWriter, r *http.Request, ws *e
 	if !s.readBody(w, r, schemaIncremental, &req) {
 		return
 	}
+	if i, err := checkFileChanges(ws.Root, req.Changes); err != nil {
+		status, code, _ := indexErrorStatus(err)
+		writeError(w, status, code, err.Error()+"; nothing was indexed", map[string]any{"field": fmt.Sprintf("/changes/%d/file_path", i)})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
 	defer cancel()
 	stats, err := s.opts.Indexer.ApplyChanges(ctx, ws.Root, req.Changes)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, codeIndexFailed, "updating the index failed: "+err.Error(), nil)
+		status, code, _ := indexErrorStatus(err)
+		writeError(w, status, code, "updating the index failed: "+err.Error(), nil)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"workspace_id": ws.ID, "changes": len(req.Changes), "stats": stats})

@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	handle("POST", "/v1/workspaces/{workspace_id}/index/refresh", s.withWorkspace(s.handleBuild(false)))
 	handle("POST", "/v1/workspaces/{workspace_id}/index/incremental", s.withWorkspace(s.handleIncremental))
 	handle("GET", "/v1/workspaces/{workspace_id}/index/status", s.withWorkspace(s.handleIndexStatus))
+	handle("POST", "/v1/workspaces/{workspace_id}/search", s.withWorkspace(s.handleSearch))
 	handle("POST", "/v1/sessions", s.handleCreateSession)
 	handle("GET", "/v1/sessions", s.handleListSessions)
 	handle("GET", "/v1/sessions/{session_id}", s.handleGetSession)
@@ -239,7 +240,13 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	if id := r.URL.Query().Get("workspace_id"); id != "" {
 		var err error
 		if ws, _, err = s.eng.WorkspaceByID(r.Context(), id); err != nil {
-			writeEngineError(w, err)
+			// A filter naming no workspace is a bad request, not a
+			// missing resource: /v1/sessions exists.
+			status, code := engineStatus(err)
+			if errors.Is(err, engine.ErrNotFound) {
+				status, code = http.StatusBadRequest, codeInvalidRequest
+			}
+			writeError(w, status, code, err.Error()+"; GET /v1/workspaces lists the registered workspaces", map[string]any{"field": "workspace_id"})
 			return
 		}
 	}

@@ -46,7 +46,7 @@ func TestREST(t *testing.T) {
 		{"PUT", "/v1/workspaces/" + ts.wsID + "/policy", `"no"`, 400, "INVALID_REQUEST", ""},
 		{"POST", "/v1/sessions", `{"workspace_id": "ws_000000000000"}`, 404, "NOT_FOUND", "/workspace_id"},
 		{"POST", "/v1/sessions", `{"workspace_id": "nope"}`, 400, "INVALID_REQUEST", "/workspace_id"},
-		{"GET", "/v1/sessions?workspace_id=ws_000000000000", "", 404, "NOT_FOUND", ""},
+		{"GET", "/v1/sessions?workspace_id=ws_000000000000", "", 400, "INVALID_REQUEST", "workspace_id"},
 		{"GET", "/v1/sessions/ses_0000000000000000", "", 404, "NOT_FOUND", ""},
 		{"DELETE", "/v1/sessions/ses_0000000000000000", "", 404, "NOT_FOUND", ""},
 		{"GET", "/v1/models", "", 200, "", ""},

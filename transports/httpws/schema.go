@@ -86,7 +86,7 @@ func compileSchemas(fsys fs.FS) (*validator, error) {
 		}
 	}
 	v := &validator{rest: map[string]*jsonschema.Schema{}, ws: map[string]*jsonschema.Schema{}}
-	for _, name := range []string{schemaRegisterWorkspace, schemaCreateSession, schemaSetCurrentModel, schemaIncremental, schemaPolicy} {
+	for _, name := range []string{schemaRegisterWorkspace, schemaCreateSession, schemaSetCurrentModel, schemaIncremental, schemaPolicy, schemaSearch} {
 		s, err := c.Compile(openAPIURL + "#/components/schemas/" + name)
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: %w", name, err)

@@ -101,6 +101,10 @@ func (s *Server) process(j *job) (out outcome) {
 			out.err = context.Cause(ctx)
 			return out
 		}
+		if s.pastDeadline(ctx) {
+			out.err = errTaskTimeout
+			return out
+		}
 		out.attempts++
 		res, err := s.runTurn(ctx, j.in, &out)
 		if err == nil && res.Status == engine.TurnCompleted {
@@ -114,7 +118,7 @@ func (s *Server) process(j *job) (out outcome) {
 			}
 		}
 		out.err = err
-		if ctx.Err() != nil || out.attempts > j.task.retries {
+		if ctx.Err() != nil || s.pastDeadline(ctx) || out.attempts > j.task.retries {
 			return out
 		}
 		s.log.Warn("task: turn failed, retrying", "task", j.task.Task.ID, "attempt", out.attempts, "err", err)

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,6 +165,45 @@ func TestTimeoutWhileQueued(t *testing.T) {
 	}
 }
 
+// deadlineModel answers every call as a model plugin whose copy of the
+// task's deadline fired: with its error, after setting passed (the
+// clock has passed the deadline).
+type deadlineModel struct {
+	engine.Model
+	passed atomic.Bool
+}
+
+func (m *deadlineModel) Chat(ctx context.Context, req engine.ChatRequest, onChunk func(engine.ChatChunk) error) error {
+	m.passed.Store(true)
+	return &engine.ModelError{Provider: "replay", Kind: engine.ErrTimeout, Message: "context deadline exceeded"}
+}
+
+// A task whose deadline passed is answered 504 even when the failure the
+// turn reports (the plugin's deadline) arrives before this process's
+// timer has run: with the server's clock past the deadline and the
+// context not yet ended, it was 500 TASK_PROCESSING_ERROR "replay:
+// context deadline exceeded" (issue 14 item 3).
+func TestDeadlineBeforeTimerIs504(t *testing.T) {
+	dm := &deadlineModel{}
+	r := newRig(t, rigConfig{wrap: func(m engine.Model) engine.Model { dm.Model = m; return dm }})
+	r.srv.now = func() time.Time {
+		if dm.passed.Load() {
+			return time.Now().Add(time.Hour)
+		}
+		return time.Now()
+	}
+	rep := r.post(t, taskBody("late-timer", "medium", `, "timeout": 60000, "retryCount": 2`))
+	e := rep.envelope(t)
+	if rep.status != http.StatusGatewayTimeout || e.Code != CodeTimeout {
+		t.Fatalf("got %d %s, want 504 TIMEOUT", rep.status, rep.body)
+	}
+	assertJSONEqual(t, mustJSON(t, e.Details), `{"taskId": "late-timer", "timeoutMs": 60000}`)
+	list := listReceipts(t, r.receiptDir("test-repo"))
+	if len(list) != 1 || !strings.Contains(list[0].Receipt.Reason, "timed out after 60000 ms") {
+		t.Errorf("receipts: %+v", list)
+	}
+}
+
 // A failed turn is tried again: with retryCount 2, two failures and then
 // an answer make a 200 after 3 attempts.
 func TestRetrySucceeds(t *testing.T) {
@@ -289,6 +329,17 @@ func TestReceiptFailure(t *testing.T) {
 			t.Errorf("%s: %d %s", repo, rep.status, rep.body)
 		}
 		assertKeys(t, e.Details, "taskId", "reason")
+		// The reason says what failed once (issue 20 item 12: it read
+		// "append receipt: append receipt: mkdir ...").
+		reason, _ := e.Details["reason"].(string)
+		for _, prefix := range []string{"append receipt:", "open receipt log:"} {
+			if strings.Count(reason, prefix) > 1 {
+				t.Errorf("%s: the reason repeats %q: %s", repo, prefix, reason)
+			}
+		}
+		if want := map[string]string{"test-repo": "append receipt: ", "other-repo": "open receipt log: "}[repo]; !strings.HasPrefix(reason, want) {
+			t.Errorf("%s: reason %q, want it to start with %q", repo, reason, want)
+		}
 	}
 }
 

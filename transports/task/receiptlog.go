@@ -123,11 +123,11 @@ type failureData struct {
 func (s *Server) appendReceipt(ctx context.Context, log *receipts.Log, d *decoded, out outcome, reason string, data any) (string, error) {
 	digest, err := receipts.ArgsDigest(d.taskJSON)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("receipt of task %s: digest of the task: %w", d.Task.ID, err)
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("receipt of task %s: %w", d.Task.ID, err)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), receiptTimeout)
 	defer cancel()
@@ -137,7 +137,7 @@ func (s *Server) appendReceipt(ctx context.Context, log *receipts.Log, d *decode
 		Reason: reason, Data: raw,
 	})
 	if err != nil {
-		return "", fmt.Errorf("append receipt: %w", err)
+		return "", err // it reads "append receipt: ..."
 	}
 	return log.Path(rc), nil
 }

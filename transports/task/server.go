@@ -111,6 +111,9 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// now is the clock deadlines are checked against; tests set it.
+	now func() time.Time
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -156,7 +159,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts: opts, log: logger, root: root, logs: logs,
-		queue: newQueue(opts.MaxQueue), tasks: map[*job]context.CancelCauseFunc{},
+		queue: newQueue(opts.MaxQueue), tasks: map[*job]context.CancelCauseFunc{}, now: time.Now,
 	}
 	for range opts.Concurrency {
 		s.workers.Add(1)
@@ -480,7 +483,9 @@ func (s *Server) answer(w http.ResponseWriter, rctx context.Context, log *receip
 		reason = out.err.Error()
 		e = &Error{Status: http.StatusInternalServerError, Code: CodeUnknown, Message: msgProcessing,
 			Details: map[string]any{"taskId": t.ID, "reason": reason}}
-	case ctx.Err() != nil && errors.Is(cause, errTaskTimeout):
+	case ctx.Err() != nil && errors.Is(cause, errTaskTimeout) || ctx.Err() == nil && s.pastDeadline(ctx):
+		// The clock decides too: the failure may be the model plugin's
+		// copy of the deadline, back before this process's timer ran.
 		reason = fmt.Sprintf("timed out after %v ms", d.timeoutMs())
 		e = &Error{Status: http.StatusGatewayTimeout, Code: CodeTimeout, Message: msgTimeout,
 			Details: map[string]any{"taskId": t.ID, "timeoutMs": d.timeoutMs()}}
@@ -502,6 +507,12 @@ func (s *Server) answer(w http.ResponseWriter, rctx context.Context, log *receip
 	s.log.Warn("task failed", "task", t.ID, "type", t.Type, "repo", d.RepoID, "code", e.Code,
 		"attempts", out.attempts, "reason", reason)
 	writeError(w, e)
+}
+
+// pastDeadline reports whether the task's deadline has passed by the
+// clock (see engine.PastDeadline).
+func (s *Server) pastDeadline(ctx context.Context) bool {
+	return engine.PastDeadline(ctx, s.now())
 }
 
 // receiptError is a 500 RECEIPT_GENERATION_ERROR.

@@ -209,6 +209,10 @@ func (c *conn) handle(ctx context.Context, req *jrpc2.Request) (any, error) {
 		return c.saveSession(req)
 	case methodSessionLoad:
 		return c.loadSession(ctx, req)
+	case methodSearchText:
+		return c.searchText(ctx, req)
+	case methodSearchSymbols:
+		return c.searchSymbols(ctx, req)
 	}
 	return nil, rpcError(CodeMethodNotFound, fmt.Sprintf("%q is not a method of this server", method), map[string]any{"method": method})
 }

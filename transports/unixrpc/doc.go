@@ -246,6 +246,22 @@
 // (recent_commands, recent_output, shell, open_files) besides cwd, env and
 // terminal_size; sent as a request it is answered {"updated": true}.
 //
+// Search (beyond the contract). search.text and search.symbols answer
+// from the engine's code index (engine.Engine.Searcher), the code path of
+// the search tools and of the HTTP front-end's search endpoint.
+// search.text takes {pattern (required), regex, case_insensitive, path,
+// include, context_lines (0 to 20), limit, stream}: limit defaults to 100
+// and 0 asks for every match; the result is {matches, match_count,
+// files_searched, truncated}, truncated true exactly when the limit cut
+// matches. With stream true the matches go out instead as search.matches
+// notifications {request_id, matches} (at most 1000 matches or about 1
+// MiB each), every one written before the result, which then leaves
+// matches out. search.symbols takes {query (required), kind, path,
+// include_refs, limit (1 to 1000, default 20)} and answers {symbols}.
+// Both search Options.Workspace; with Options.AnyWorkspace (the per-user
+// search server plexus search starts) workspace_root, an absolute
+// directory, names another. A bad pattern is -32602.
+//
 // Shutdown. Shutdown stops accepting and removes the socket file, cancels
 // every query (each ends with stream.complete cancelled), writes what is
 // queued, closes the connections and returns; when its context ends first

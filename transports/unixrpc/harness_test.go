@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -600,5 +601,39 @@ func (c *rawConn) call(t testing.TB, line string) msg {
 		if m := c.read(t); m.isResponse() {
 			return m
 		}
+	}
+}
+
+// logHook is a slog.Handler that discards records and closes ch at the
+// first record whose message starts with prefix: a test waits on it for
+// something the server only logs.
+type logHook struct {
+	prefix string
+	once   *sync.Once
+	ch     chan struct{}
+}
+
+func logSignal(prefix string) logHook {
+	return logHook{prefix: prefix, once: new(sync.Once), ch: make(chan struct{})}
+}
+
+func (h logHook) Enabled(context.Context, slog.Level) bool { return true }
+func (h logHook) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h logHook) WithGroup(string) slog.Handler            { return h }
+
+func (h logHook) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.once.Do(func() { close(h.ch) })
+	}
+	return nil
+}
+
+// wait waits for the record (at most waitTimeout).
+func (h logHook) wait(t testing.TB) {
+	t.Helper()
+	select {
+	case <-h.ch:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the server never logged %q", h.prefix)
 	}
 }

@@ -18,6 +18,9 @@ type outItem struct {
 	params any
 	tok    *tokenItem
 	size   int // estimated encoded size, for the queue bound
+	// written, when set, marks a barrier: it is closed once everything
+	// queued before it is written (nothing is sent for it).
+	written chan struct{}
 }
 
 // tokenItem is one stream.token before it is written.
@@ -104,6 +107,11 @@ func (o *outbox) run() {
 func (o *outbox) write(items []outItem) error {
 	for i := 0; i < len(items); {
 		it := items[i]
+		if it.written != nil {
+			close(it.written)
+			i++
+			continue
+		}
 		if it.tok == nil {
 			if err := o.notify(it.method, it.params); err != nil {
 				return err

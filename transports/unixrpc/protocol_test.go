@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -565,17 +566,22 @@ func TestStreamOffSendsTextBlock(t *testing.T) {
 // written after the cut message, so every complete line the client reads
 // is JSON, and the client sees the connection close.
 func TestWriteTimeoutClosesConnection(t *testing.T) {
-	e := newEnv(t, func(o *unixrpc.Options) { o.WriteTimeout = 100 * time.Millisecond })
+	writeFailed := logSignal("write to the client failed")
+	e := newEnv(t, func(o *unixrpc.Options) {
+		o.WriteTimeout = 100 * time.Millisecond
+		o.Logger = slog.New(writeFailed)
+	})
 	e.model.set("big", step{chunks: []string{strings.Repeat("y", 4<<20)}})
 	raw := dialRaw(t, e.sock)
 	raw.call(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocol_version":"1.0.0"}}`)
 	raw.write(t, `{"jsonrpc":"2.0","id":2,"method":"agent.query","params":{"message":"big"}}`)
-	// Not reading: the 4 MB token cannot be written within 100 ms.
-	time.Sleep(time.Second)
+	// Not reading: the 4 MB token cannot be written within 100 ms. Wait
+	// until the server says so (however long the turn takes to start).
+	writeFailed.wait(t)
 	// A request after the failed write: its response must not be glued
 	// to the cut token (the write may fail once the server has closed).
 	raw.nc.Write([]byte(`{"jsonrpc":"2.0","id":3,"method":"context.update","params":{"cwd":"/"}}` + "\n"))
-	raw.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	raw.nc.SetReadDeadline(time.Now().Add(waitTimeout))
 	for {
 		line, err := raw.r.ReadBytes('\n')
 		if err != nil {

@@ -85,6 +85,11 @@ type Options struct {
 	// DefaultWriteTimeout); a client that accepts nothing for that long is
 	// disconnected.
 	WriteTimeout time.Duration
+	// AnyWorkspace lets search.text and search.symbols name another
+	// workspace by its absolute root (workspace_root), as the per-user
+	// search server of plexus search does; otherwise they search
+	// Workspace only.
+	AnyWorkspace bool
 }
 
 // Server serves the engine to JSON-RPC clients on Unix sockets. Each

@@ -36,7 +36,7 @@ var serverTypes = []string{
 }
 
 var (
-	requestSchemas  = []string{"RegisterWorkspaceRequest", "CreateSessionRequest", "SetCurrentModelRequest", "IncrementalRequest", "Policy"}
+	requestSchemas  = []string{"RegisterWorkspaceRequest", "CreateSessionRequest", "SetCurrentModelRequest", "IncrementalRequest", "Policy", "SearchRequest"}
 	responseSchemas = []string{
 		"Health", "Workspace", "WorkspaceList", "IndexJob", "IndexJobResponse", "IndexStatusResponse",
 		"IncrementalResponse", "Session", "SessionList", "SessionState", "Message", "ModelList", "CurrentModel", "Error",
@@ -275,6 +275,7 @@ func TestOpenAPI(t *testing.T) {
 			"post /v1/workspaces/{workspace_id}/index/refresh":     {"202", "401", "404", "409"},
 			"post /v1/workspaces/{workspace_id}/index/incremental": {"200", "400", "401", "404", "413"},
 			"get /v1/workspaces/{workspace_id}/index/status":       {"200", "401", "404"},
+			"post /v1/workspaces/{workspace_id}/search":            {"200", "400", "401", "404", "413"},
 			"post /v1/sessions":                                    {"201", "400", "401", "404"},
 			"get /v1/sessions":                                     {"200", "400", "401"},
 			"get /v1/sessions/{session_id}":                        {"200", "401", "404"},
@@ -776,8 +777,16 @@ func TestRESTBodies(t *testing.T) {
 		{"model", "SetCurrentModelRequest", `{"provider":"ollama","model_name":"llama3"}`, true},
 		{"model without name", "SetCurrentModelRequest", `{"provider":"ollama"}`, false},
 		{"incremental", "IncrementalRequest", `{"changes":[{"type":"modified","file_path":"a.go","content_hash":"` + hash + `","timestamp":"2025-12-30T10:35:12Z"}]}`, true},
-		{"incremental short hash", "IncrementalRequest", `{"changes":[{"type":"modified","file_path":"a.go","content_hash":"sha256:abc"}]}`, false},
+		// The contract's own example hash: accepted, as on the stream.
+		{"incremental example hash", "IncrementalRequest", `{"changes":[{"type":"created","file_path":"src/utils/new_helper.ts","content_hash":"sha256:abc123...","timestamp":"2025-12-30T10:35:12Z"}]}`, true},
+		{"incremental hash without its algorithm", "IncrementalRequest", `{"changes":[{"type":"modified","file_path":"a.go","content_hash":"abc"}]}`, false},
 		{"incremental empty", "IncrementalRequest", `{"changes":[]}`, false},
+		{"search text", "SearchRequest", `{"pattern":"ReadFile","limit":0}`, true},
+		{"search text without pattern", "SearchRequest", `{"mode":"text","query":"x"}`, false},
+		{"search symbols", "SearchRequest", `{"mode":"symbols","query":"os.ReadFile","limit":5}`, true},
+		{"search symbols without query", "SearchRequest", `{"mode":"symbols","pattern":"x"}`, false},
+		{"search symbols limit 0", "SearchRequest", `{"mode":"symbols","query":"x","limit":0}`, false},
+		{"search unknown member", "SearchRequest", `{"pattern":"x","max":3}`, false},
 		{"policy", "Policy", `{"version":1,"commands":{"mode":"local_terminal"},"rules":[{"tool":"write_file","action":"ask","source":"user"}]}`, true},
 		{"policy not an object", "Policy", `[]`, false},
 		{"error", "Error", `{"error":{"code":"INVALID_REQUEST","message":"m","details":{"field":"/workspace_id"}}}`, true},

@@ -100,6 +100,9 @@ type File struct {
 	// is invalid on purpose); such a file has no declarations.
 	ParseErr error
 	Decls    []Decl
+	// Package is the package clause's name ("" when the file does not
+	// parse).
+	Package string
 }
 
 // Test reports whether the file is a _test.go file.
@@ -245,6 +248,7 @@ func parseFile(root, rel string, idents, calls map[string]int) (*File, error) {
 	}
 	f := &File{Path: rel, Size: len(src)}
 	decls, err := ParseDecls(src, func(af *ast.File) {
+		f.Package = af.Name.Name
 		ast.Inspect(af, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.Ident:

@@ -135,6 +135,90 @@ func (c *Corpus) ExportedIdents(n int, seed uint64) []Ident {
 	return out
 }
 
+// QualifiedIdents draws n symbol queries as people write them, with the
+// primary files that answer each, in random order: a third plain
+// exported names (as ExportedIdents), a third Package.Name for exported
+// top-level functions and types of library packages (the files of that
+// package, in that directory, that declare Name; main and _test packages
+// left out) and a third Type.Method for exported methods (the files that
+// declare that method on that receiver type). Where one kind runs short
+// the others fill in.
+func (c *Corpus) QualifiedIdents(n int, seed uint64) []Ident {
+	r := newRand(seed)
+	plain := c.ExportedIdents(n, seed)
+	type key struct{ query, dir string }
+	files := map[key][]string{}
+	var pkgQueries, methodQueries []key
+	for _, f := range c.Files {
+		if !f.Primary() || f.Package == "" || f.Package == "main" || strings.HasSuffix(f.Package, "_test") {
+			continue
+		}
+		dir := pathDir(f.Path)
+		for _, d := range f.Decls {
+			if !d.Exported() {
+				continue
+			}
+			var k key
+			switch {
+			case d.Kind == Method && d.Recv != "" && isExported(d.Recv):
+				k = key{d.Recv + "." + d.Name, ""}
+			case d.Kind == Func || d.Kind == Type:
+				k = key{f.Package + "." + d.Name, dir}
+			default:
+				continue
+			}
+			if _, ok := files[k]; !ok {
+				if k.dir == "" {
+					methodQueries = append(methodQueries, k)
+				} else {
+					pkgQueries = append(pkgQueries, k)
+				}
+			}
+			if l := files[k]; len(l) == 0 || l[len(l)-1] != f.Path {
+				files[k] = append(l, f.Path)
+			}
+		}
+	}
+	less := func(a, b key) int { return strings.Compare(a.query+"\x00"+a.dir, b.query+"\x00"+b.dir) }
+	slices.SortFunc(pkgQueries, less)
+	slices.SortFunc(methodQueries, less)
+	// Package.Name queries whose package name several directories share
+	// (two "template" packages) answer with any of them.
+	byQuery := map[string][]string{}
+	for _, k := range pkgQueries {
+		byQuery[k.query] = append(byQuery[k.query], files[k]...)
+	}
+	var out []Ident
+	seen := map[string]bool{}
+	add := func(q string, fs []string) {
+		if len(out) < n && !seen[q] {
+			seen[q] = true
+			fs = slices.Clone(fs)
+			slices.Sort(fs)
+			out = append(out, Ident{Name: q, Files: slices.Compact(fs)})
+		}
+	}
+	third := n / 3
+	for _, k := range draw(r, pkgQueries, third) {
+		add(k.query, byQuery[k.query])
+	}
+	for _, k := range draw(r, methodQueries, third) {
+		add(k.query, files[k])
+	}
+	for _, id := range plain {
+		add(id.Name, id.Files)
+	}
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func pathDir(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return "."
+}
+
 // Literals draws n distinct literal text queries, a mix of what people
 // and agents grep code for, in random order:
 //
