@@ -63,6 +63,10 @@ type Options struct {
 	// Settings are passed to model plugins through Configure, by provider
 	// name.
 	Settings map[string]map[string]string
+	// Timeouts are the deadlines of one call of a tool plugin's tools, by
+	// plugin name (engine.ToolSpec.Timeout); a plugin not listed gets the
+	// engine's Options.ToolTimeout.
+	Timeouts map[string]time.Duration
 	// Logger receives host and plugin logs; nil discards them.
 	Logger *slog.Logger
 	// StartTimeout bounds a plugin's start, handshake and first

@@ -815,3 +815,24 @@ func TestCallsShareALongLivedStream(t *testing.T) {
 		t.Errorf("with Calls turned off, the call arrived on %s, want Invoke", method)
 	}
 }
+
+// TestTimeoutsPerPlugin: a plugin's Options.Timeouts entry becomes the
+// Timeout of each of its tools, the engine's deadline for their calls
+// (issue 20 item 8).
+func TestTimeoutsPerPlugin(t *testing.T) {
+	ts := newManager(t, plugins.Options{Timeouts: map[string]time.Duration{"test": 3 * time.Second}}).Toolset()
+	specs, err := ts.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if s.Timeout != 3*time.Second {
+			t.Errorf("%s: Timeout %s, want 3s", s.Name, s.Timeout)
+		}
+	}
+	other := newManager(t, plugins.Options{Timeouts: map[string]time.Duration{"other": time.Second}}).Toolset()
+	specs, _ = other.Tools(context.Background())
+	if len(specs) == 0 || specs[0].Timeout != 0 {
+		t.Errorf("a plugin without an entry: specs %+v, want Timeout 0 (the engine's default)", specs)
+	}
+}

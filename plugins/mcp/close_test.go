@@ -92,3 +92,27 @@ func (s signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (s signalHandler) WithGroup(name string) slog.Handler {
 	return signalHandler{s.Handler.WithGroup(name), s.on}
 }
+
+// TestSpecsCarryCallTimeout: a server's tool specs carry its "timeout",
+// else Options.CallTimeout, so the engine's deadline is the server's.
+func TestSpecsCarryCallTimeout(t *testing.T) {
+	bin := buildCmd(t, "./internal/noopserver", "noopserver")
+	ts := mcp.New(&mcp.Config{Servers: map[string]mcp.ServerConfig{
+		"own":     {Command: bin, Timeout: 7 * time.Second},
+		"default": {Command: bin},
+	}}, mcp.Options{CallTimeout: 45 * time.Second, Logger: testLogger(t)})
+	defer ts.Close()
+	specs, err := ts.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]time.Duration{"own__noop": 7 * time.Second, "default__noop": 45 * time.Second}
+	for _, s := range specs {
+		if s.Timeout != want[s.Name] {
+			t.Errorf("%s: Timeout %s, want %s", s.Name, s.Timeout, want[s.Name])
+		}
+	}
+	if len(specs) != 2 {
+		t.Errorf("specs %+v", specs)
+	}
+}

@@ -53,7 +53,9 @@
 // first allowed directory).
 //
 // Calls: each call has the server's "timeout" (default Options.CallTimeout,
-// 60 s), never beyond its context's deadline; on timeout or cancellation
+// 60 s; plexus passes its --tool-timeout), never beyond its context's
+// deadline, and the server's tool specs carry it (engine.ToolSpec.Timeout)
+// so that the engine's deadline is the same; on timeout or cancellation
 // the SDK sends notifications/cancelled. A call carries a progress token;
 // notifications/progress become engine.ToolProgress updates (percentage
 // when the server gives a total). The result the model sees is a JSON

@@ -371,10 +371,7 @@ func (s *server) call(ctx context.Context, tool string, args json.RawMessage, on
 		}
 		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "%v", err)
 	}
-	timeout := s.cfg.Timeout
-	if timeout <= 0 {
-		timeout = s.opts.CallTimeout
-	}
+	timeout := s.callTimeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -540,4 +537,14 @@ func (s *server) expandAll(m map[string]string) map[string]string {
 		})
 	}
 	return out
+}
+
+// callTimeout is the deadline of one tool call: the server's "timeout",
+// else Options.CallTimeout. Its tools' specs carry it, so the engine's
+// deadline is the same.
+func (s *server) callTimeout() time.Duration {
+	if s.cfg.Timeout > 0 {
+		return s.cfg.Timeout
+	}
+	return s.opts.CallTimeout
 }
