@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,10 @@ type InstallOptions struct {
 	// Stderr receives the go command's output as it runs; nil keeps it for
 	// the error.
 	Stderr io.Writer
+	// Builtins are the plugins the host has built in (Options.Builtins).
+	// The host always uses a built-in over a third-party plugin of the
+	// same kind and name, so installing under such a name is refused.
+	Builtins []Ref
 	// Env, StartTimeout and Logger are as in Options, for the one launch
 	// that checks the plugin.
 	Env          []string
@@ -59,7 +64,8 @@ type Installed struct {
 // through the real handshake to check it is a Plexus plugin of the kind its
 // name says (a tool plugin lists its tools), then moves it into place
 // atomically (mode 0755) and records it in the directory's lock file,
-// replacing an earlier entry. Errors: an invalid name, no go command for a
+// replacing an earlier entry. Errors: an invalid name, the name of a
+// built-in plugin (ErrShadowed), no go command for a
 // source that needs building, a failed build (the go command's output is
 // in the error unless it went to opts.Stderr), ErrNotPlugin, and I/O
 // errors. Nothing is left behind when it fails.
@@ -87,6 +93,11 @@ func Install(ctx context.Context, opts InstallOptions) (*Installed, error) {
 			return nil, fmt.Errorf("--name %q: want plexus-tool-NAME or plexus-model-NAME, NAME of lower-case letters, digits, '-' and '_'", opts.Name)
 		}
 		return nil, fmt.Errorf("cannot tell the plugin's kind and name from %q: name it plexus-tool-NAME or plexus-model-NAME, or pass --name plexus-tool-NAME", src.name)
+	}
+	if slices.Contains(opts.Builtins, ref) {
+		return nil, fmt.Errorf("%w: %q is the name of a built-in %s plugin, which plexus always uses instead of a plugin installed under that name, so %s would never run; "+
+			"install it under another name with --name %s (for example %s)",
+			ErrShadowed, ref.Name, ref.Kind, BinaryName(ref), BinaryName(Ref{Kind: ref.Kind, Name: "NAME"}), BinaryName(Ref{Kind: ref.Kind, Name: "my-" + ref.Name}))
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {

@@ -598,3 +598,25 @@ func TestManagerHashesOncePerIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallRefusesBuiltinName: a plugin installed under the name of a
+// built-in would never run (the built-in always wins), so Install refuses
+// it and says what to do (issue 20 item 9: it succeeded and the warning
+// came only at use).
+func TestInstallRefusesBuiltinName(t *testing.T) {
+	dir := t.TempDir()
+	_, err := plugins.Install(context.Background(), plugins.InstallOptions{Source: pluginBin, Name: "plexus-tool-fs", Dir: dir,
+		Builtins: []plugins.Ref{{Kind: "tool", Name: "fs"}, {Kind: "model", Name: "ollama"}}})
+	if !errors.Is(err, plugins.ErrShadowed) || !strings.Contains(err.Error(), `"fs" is the name of a built-in tool plugin`) ||
+		!strings.Contains(err.Error(), "--name plexus-tool-NAME") {
+		t.Fatalf("err = %v, want ErrShadowed saying to choose another name", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused install left %v", entries)
+	}
+	// The same name as another kind is no clash.
+	if _, err := plugins.Install(context.Background(), plugins.InstallOptions{Source: pluginBin, Name: "plexus-model-fs", Dir: dir,
+		Builtins: []plugins.Ref{{Kind: "tool", Name: "fs"}}}); err != nil {
+		t.Fatal(err)
+	}
+}
