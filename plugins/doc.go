@@ -12,6 +12,18 @@
 // named plexus-tool-NAME or plexus-model-NAME and installed into a plugin
 // directory with Install (`plexus plugins install`).
 //
+// A plugin in a module of its own requires github.com/plexus-agent/plexus:
+// a published version once there is one (go get
+// github.com/plexus-agent/plexus/plugins@VERSION), until then a local
+// checkout through a replace directive (go mod edit -replace
+// github.com/plexus-agent/plexus=DIR) or a Go workspace (go work init .
+// DIR); Install builds a directory with go build, so all three work for
+// `plexus plugins install ./DIR`. Install of MODULE@VERSION runs go
+// install, which refuses a module whose go.mod has replace directives;
+// Install then explains that and names them (sdkdep_test.go tests each).
+// Install refuses the name of a built-in plugin (ErrShadowed): the host
+// always uses the built-in.
+//
 // The host side (Manager) discovers built-in and third-party plugins,
 // launches each as a separate process on first use, turns the gRPC services
 // of proto/plexus/v1 back into engine interfaces, supervises the processes
@@ -36,7 +48,10 @@
 //     once through the real handshake as the host would (kind check: a
 //     plugin registers only its own kind's gRPC service, so the other
 //     kind answers Unimplemented), renames it into place (0755) and
-//     writes its lock entry, replacing an earlier one.
+//     writes its lock entry, replacing an earlier one. A failed handshake
+//     names its likely cause (another program's magic cookie, output on
+//     stdout, another architecture or protocol version, a start-up
+//     failure) and shows the last lines the plugin wrote on stderr.
 //   - The host launches a third-party plugin only if its directory's lock
 //     file lists it (else ErrNotLocked, with the install command to run).
 //     It opens the binary, checks that open file against the entry's
@@ -113,11 +128,22 @@
 // ErrDebugPluginGone, saying to start it again under the debugger.
 // Malformed JSON in the variable is an error at startup (ParseReattach).
 //
+// Deadlines: a call of a tool plugin's tools has Options.Timeouts' entry
+// for that plugin as its engine.ToolSpec.Timeout (plexus:
+// --plugin-timeout NAME=DURATION), else the engine's Options.ToolTimeout
+// (plexus: --tool-timeout); it reaches the plugin as the call context's
+// deadline.
+//
 // Wire details:
 //   - Handshake: magic cookie PLEXUS_PLUGIN, protocol versions negotiated
 //     through go-plugin's VersionedPlugins (version 1 today); gRPC only.
 //   - Each process serves one kind, "tool" (plexus.v1.ToolService) or
 //     "model" (plexus.v1.ModelService), and registers only that service.
+//   - Tool calls go over ToolService.Calls streams (calls.go): one call at
+//     a time per long-lived stream, a pool of idle streams per plugin
+//     process, the deadline as timeout_ms, cancellation by cancelling the
+//     stream; a plugin that does not serve Calls gets Invoke, a stream per
+//     call.
 //   - Host callbacks (plexus.v1.HostService) are served by the host on one
 //     go-plugin GRPCBroker stream per plugin process; its id travels in
 //     every InvokeRequest and call_id ties a callback to its call.
