@@ -836,3 +836,18 @@ func TestTimeoutsPerPlugin(t *testing.T) {
 		t.Errorf("a plugin without an entry: specs %+v, want Timeout 0 (the engine's default)", specs)
 	}
 }
+
+// TestPluginWithoutCallsUsesInvoke: a plugin built with an SDK from before
+// ToolService.Calls answers it Unimplemented; its calls go over Invoke.
+func TestPluginWithoutCallsUsesInvoke(t *testing.T) {
+	ts := newManager(t, plugins.Options{Dirs: []string{pluginDir(t, "plexus-tool-oldsdk")}}).Toolset()
+	for range 2 {
+		res, _, err := invoke(t, ts, "stream", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(res.Content, []byte(`"method":"/plexus.v1.ToolService/Invoke"`)) {
+			t.Fatalf("result %s, want the call on Invoke", res.Content)
+		}
+	}
+}

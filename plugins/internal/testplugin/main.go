@@ -4,7 +4,8 @@
 // "version" it prints a line and exits, which the cold-start benchmark uses
 // as its plain-process peer. Named plexus-tool-wrongcookie it serves with
 // another program's handshake (magic cookie); named plexus-tool-hang it
-// never completes a handshake.
+// never completes a handshake; named plexus-tool-oldsdk it serves as a
+// plugin built before ToolService.Calls (oldsdk.go).
 package main
 
 import (
@@ -33,6 +34,8 @@ func main() {
 			VersionedPlugins: map[int]plugin.PluginSet{plugins.ProtocolVersion: {plugins.KindTool: &plugins.ToolPlugin{Impl: &testtools.Tools{}}}},
 			GRPCServer:       plugin.DefaultGRPCServer,
 		})
+	case name == "plexus-tool-oldsdk":
+		serveOldSDK()
 	case name == "plexus-tool-hang":
 		fmt.Fprintln(os.Stderr, "hanging before the handshake")
 		for {
