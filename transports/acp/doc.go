@@ -7,7 +7,7 @@
 //
 // Usage (what `plexus serve --transport acp` does):
 //
-//	srv := acp.New(acp.Options{Engine: eng, Patches: store, MCP: startMCP, Logger: logger})
+//	srv := acp.New(acp.Options{Engine: eng, Logger: logger}) // and Patches, MCP: see Options
 //	err := srv.Serve(ctx, os.Stdin, os.Stdout)
 //
 // The JSON-RPC connection, the wire types and their validation are
