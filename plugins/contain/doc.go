@@ -6,7 +6,7 @@
 // process can use it the same way:
 //
 //	mode := contain.Available()
-//	cmd := exec.Command(path, args...)
+//	cmd := exec.Command(path)
 //	contain.Apply(cmd, mode)
 //	err := cmd.Start()
 //	...
