@@ -48,6 +48,19 @@
 //   - Receipts (engine/receipts) are fsynced before Append returns; the
 //     task front-end answers 200 only after its receipt is on disk.
 //
+// How each front-end follows it. http and acp keep sessions in this store:
+// everything above holds for them, and a client that reconnects after a
+// restart resumes from the last sequence number it saw. The task
+// front-end answers 200 only after the task's receipt is fsynced (a
+// receipt that cannot be written turns the 200 into 500
+// RECEIPT_GENERATION_ERROR), and a failed task's error after its failure
+// receipt was appended (or its failure logged). unix answers
+// session.save only after the session file is written, fsynced and
+// renamed into place. ndjson and lsp-stdio (and unix between saves) keep
+// the conversation in the process, so it ends with it; what they report as
+// done (an applied patch, its undo record, a policy change, a receipt)
+// is durable when reported.
+//
 // What SIGKILL (or a power cut, on a disk that honours fsync) may lose is
 // only what nobody was told: an event being stored when the process died
 // (its caller never returned, no client saw it), the words of a model

@@ -77,7 +77,6 @@ CREATE TABLE IF NOT EXISTS events(
 // several processes sharing the file; see the package documentation for
 // what its writes promise.
 type Store struct {
-	path string
 	// rdb is the pool of reading connections (query_only).
 	rdb *sql.DB
 	// wdb holds the writer's one connection.
@@ -127,8 +126,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open state database %s: %w", path, err)
 	}
+	rdb.SetMaxOpenConns(maxReaders)
 	rdb.SetMaxIdleConns(4)
-	s := &Store{path: path, rdb: rdb, wdb: wdb, queue: make(chan *writeOp, queueLen), exited: make(chan struct{})}
+	s := &Store{rdb: rdb, wdb: wdb, queue: make(chan *writeOp, queueLen), exited: make(chan struct{})}
 	go s.run()
 	err = s.write(ctx, func(ctx context.Context, tx dbtx) error {
 		_, err := tx.ExecContext(ctx, schema)

@@ -35,6 +35,9 @@ const (
 	// queueLen is how many writes may wait for the writer before callers
 	// block.
 	queueLen = 1024
+	// maxReaders bounds the reading connections; more readers wait for
+	// one.
+	maxReaders = 16
 )
 
 // Errors of the store itself.
