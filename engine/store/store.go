@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofrs/flock"
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
 
 	"github.com/plexus-agent/plexus/engine"
@@ -82,6 +83,10 @@ type Store struct {
 	// wdb holds the writer's one connection.
 	wdb *sql.DB
 
+	// turnstile keeps writers of several processes taking turns (see
+	// starveAfter).
+	turnstile *flock.Flock
+
 	queue  chan *writeOp
 	exited chan struct{} // closed when the writer has stopped
 	wmu    sync.RWMutex  // guards closed against sends on queue
@@ -128,7 +133,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(maxReaders)
 	rdb.SetMaxIdleConns(4)
-	s := &Store{rdb: rdb, wdb: wdb, queue: make(chan *writeOp, queueLen), exited: make(chan struct{})}
+	s := &Store{turnstile: flock.New(path + "-turnstile"), rdb: rdb, wdb: wdb, queue: make(chan *writeOp, queueLen), exited: make(chan struct{})}
 	go s.run()
 	err = s.write(ctx, func(ctx context.Context, tx dbtx) error {
 		_, err := tx.ExecContext(ctx, schema)
@@ -157,7 +162,7 @@ func (s *Store) Close() error {
 	<-s.exited
 	// Readers first: the writer's connection, closing last, checkpoints
 	// the write-ahead log into the database file.
-	return errors.Join(s.rdb.Close(), s.wdb.Close())
+	return errors.Join(s.rdb.Close(), s.wdb.Close(), s.turnstile.Close())
 }
 
 // SavePatchSet stores a proposed patch set (replacing one with its id).
