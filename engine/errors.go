@@ -13,6 +13,11 @@ var (
 	ErrModelNotFound = errors.New("model not found")
 	// ErrModelUnavailable: the provider's server cannot be reached.
 	ErrModelUnavailable = errors.New("model provider unavailable")
+	// ErrNotConfigured: the provider lacks the configuration it needs
+	// (credentials, a server address) and did not contact anything; its
+	// message says what to set. Listings skip such a provider and report
+	// it as "not configured" rather than as a failure.
+	ErrNotConfigured = errors.New("not configured")
 	// ErrUnsupported: a capability the request needs is missing: the
 	// model cannot call tools or embed, the engine has no index.
 	ErrUnsupported = errors.New("not supported")

@@ -72,6 +72,11 @@ const (
 // TokenEvent is the next piece of assistant text.
 type TokenEvent struct {
 	Text string `json:"text"`
+	// Step is the model call of the turn (from 0) that streamed the text:
+	// each call writes one assistant message, so a token of a new step
+	// starts a new message. The turn's final message is its last step's
+	// text.
+	Step int `json:"step,omitempty"`
 }
 
 // ToolStatus is the state of a tool call.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,28 +39,58 @@ var (
 type ProviderModels struct {
 	Provider string
 	Models   []ModelInfo
-	// Err is why the provider could not list its models (its plugin did
-	// not start, its server is down).
+	// Err is why the provider could not list its models: its plugin did
+	// not start, its server is down, or (ErrNotConfigured, see
+	// NotConfigured) it lacks the configuration it needs and was not
+	// asked anything beyond that.
 	Err error
 }
 
-// AllModels lists the models of every loaded provider, asking them
-// concurrently, in provider name order. A provider that fails has its
-// error in Err; the others are still listed.
-func (e *Engine) AllModels(ctx context.Context) []ProviderModels {
-	names := e.Providers()
-	out := make([]ProviderModels, len(names))
+// NotConfigured reports whether the provider was skipped because it lacks
+// configuration (credentials, a server address): Err is ErrNotConfigured,
+// whose message says what to set. Front-ends report such a provider as
+// "not configured", apart from the providers that failed.
+func (p ProviderModels) NotConfigured() bool { return errors.Is(p.Err, ErrNotConfigured) }
+
+// AllModels lists the models of the named providers (every loaded
+// provider when none is named), asking them concurrently, in the order
+// given (provider name order when none is named). Models is never nil when
+// Err is nil. A provider that fails has its error in Err (ErrUnknownProvider
+// for a name not loaded, ErrNotConfigured for one that lacks
+// configuration); the others are still listed. Every front-end lists
+// models through it, so all of them show the same models with the same
+// capabilities.
+func (e *Engine) AllModels(ctx context.Context, providers ...string) []ProviderModels {
+	if len(providers) == 0 {
+		providers = e.Providers()
+	}
+	out := make([]ProviderModels, len(providers))
 	var wg sync.WaitGroup
-	for i, name := range names {
+	for i, name := range providers {
+		out[i].Provider = name
+		m, err := e.provider(name)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i].Provider = name
-			out[i].Models, out[i].Err = e.opts.Models[name].ListModels(ctx)
+			out[i].Models, out[i].Err = m.ListModels(ctx)
+			if out[i].Err == nil && out[i].Models == nil {
+				out[i].Models = []ModelInfo{}
+			}
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// DescribeModel returns what ref's provider lists about the model: its
+// capabilities, context length and the rest, as AllModels shows them.
+// Errors: those of CheckModel, without the capability check.
+func (e *Engine) DescribeModel(ctx context.Context, ref ModelRef) (ModelInfo, error) {
+	return e.CheckModel(ctx, ref, nil)
 }
 
 // CheckModel checks that ref's provider is loaded, that it lists the
@@ -71,7 +102,8 @@ func (e *Engine) AllModels(ctx context.Context) []ProviderModels {
 // Errors: ErrUnknownProvider; a *ModelError of kind ErrModelNotFound when
 // the provider does not list the model; of kind ErrUnsupported, naming the
 // missing capability, what the model has, and what to do, when it lacks
-// one; the provider's own error when it cannot list its models.
+// one; the provider's own error when it cannot list its models
+// (ErrNotConfigured when it lacks the configuration to be asked).
 func (e *Engine) CheckModel(ctx context.Context, ref ModelRef, need []string) (ModelInfo, error) {
 	m, err := e.provider(ref.Provider)
 	if err != nil {

@@ -179,3 +179,44 @@ func TestSessionModelSurvivesRestart(t *testing.T) {
 		t.Errorf("after a reset and a restart the session's model is %v", got)
 	}
 }
+
+// TestAllModelsNotConfigured: every named provider is listed, in the order named (name
+// order by default); an unknown name and a provider that is not
+// configured are reported without hiding the others, and a provider that
+// lists nothing has an empty, non-nil list.
+func TestAllModelsNotConfigured(t *testing.T) {
+	notConfigured := &capsModel{scriptModel: &scriptModel{}, err: &engine.ModelError{Provider: "cloud", Kind: engine.ErrNotConfigured, Message: "not configured: set KEY"}}
+	empty := &capsModel{scriptModel: &scriptModel{}}
+	eng, err := engine.New(engine.Options{Models: map[string]engine.Model{"local": newCapsModel(), "cloud": notConfigured, "empty": empty}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := eng.AllModels(context.Background())
+	var names []string
+	for _, pm := range got {
+		names = append(names, pm.Provider)
+	}
+	if strings.Join(names, " ") != "cloud empty local" {
+		t.Fatalf("providers %v", names)
+	}
+	if !got[0].NotConfigured() || got[0].Models != nil {
+		t.Errorf("cloud: %+v, want not configured", got[0])
+	}
+	if got[1].Err != nil || got[1].Models == nil || got[1].NotConfigured() {
+		t.Errorf("empty: %+v, want an empty list", got[1])
+	}
+	if got[2].Err != nil || len(got[2].Models) != 5 {
+		t.Errorf("local: %+v", got[2])
+	}
+	got = eng.AllModels(context.Background(), "local", "nobody")
+	if len(got) != 2 || got[0].Provider != "local" || !errors.Is(got[1].Err, engine.ErrUnknownProvider) || got[1].NotConfigured() {
+		t.Errorf("named: %+v", got)
+	}
+	if _, err := eng.CheckModel(context.Background(), engine.ModelRef{Provider: "cloud", Name: "gpt"}, engine.ForChat); !errors.Is(err, engine.ErrNotConfigured) {
+		t.Errorf("CheckModel of a provider not configured: %v", err)
+	}
+	info, err := eng.DescribeModel(context.Background(), engine.ModelRef{Provider: "local", Name: "chat-only"})
+	if err != nil || strings.Join(info.Capabilities, ",") != "completion" {
+		t.Errorf("DescribeModel = %+v, %v (no capability check)", info, err)
+	}
+}

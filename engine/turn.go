@@ -154,6 +154,7 @@ func (t *turn) retrieve(ctx context.Context, query string) []Snippet {
 // the assistant message with tool calls given unique ids.
 func (t *turn) chat(ctx context.Context, msgs []Message, specs []ToolSpec) (Message, error) {
 	t.meta.ModelCalls++
+	step := t.meta.ModelCalls - 1
 	var text strings.Builder
 	var calls []ToolCall
 	req := ChatRequest{Model: t.ref.Name, Messages: msgs, Tools: specs, Options: t.e.opts.Chat}
@@ -161,7 +162,7 @@ func (t *turn) chat(ctx context.Context, msgs []Message, specs []ToolSpec) (Mess
 		switch {
 		case c.Text != "":
 			text.WriteString(c.Text)
-			t.emit(&TokenEvent{Text: c.Text})
+			t.emit(&TokenEvent{Text: c.Text, Step: step})
 		case c.ToolCall != nil:
 			calls = append(calls, *c.ToolCall)
 		case c.Usage != nil:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 )
 
@@ -30,12 +31,17 @@ type WorkspaceRecord struct {
 // RegisterWorkspace opens the workspace at dir (see OpenWorkspace) and
 // stores it with Options.Workspaces, so Workspaces lists it after a
 // restart. Registering a directory again returns the same id (and renames
-// it when name is not empty). Errors: those of OpenWorkspace (dir is not
-// a directory), the store's.
+// it when name is not empty). Errors: ErrInvalidRequest for what
+// OpenWorkspace refuses (dir is not a directory) and for the filesystem
+// root (a workspace there would confine the tools to nothing); the
+// store's.
 func (e *Engine) RegisterWorkspace(ctx context.Context, dir, name string) (WorkspaceRecord, error) {
 	ws, err := e.OpenWorkspace(dir)
 	if err != nil {
 		return WorkspaceRecord{}, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+	}
+	if filepath.Dir(ws.Root) == ws.Root {
+		return WorkspaceRecord{}, fmt.Errorf("%w: workspace %s is the filesystem root, where the tools would reach every file; register the project's directory", ErrInvalidRequest, dir)
 	}
 	rec := WorkspaceRecord{ID: ws.ID, Root: ws.Root, Name: name, Registered: time.Now().UTC()}
 	if st := e.opts.Workspaces; st != nil {

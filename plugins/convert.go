@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -126,6 +127,25 @@ func overlayFromProto(o map[string]*pb.OverlayFile) map[string]engine.OverlayFil
 	return out
 }
 
+// The ErrorInfo detail (google.rpc.ErrorInfo) that marks a model plugin's
+// FAILED_PRECONDITION as engine.ErrNotConfigured rather than
+// engine.ErrUnsupported (see proto/plexus/v1/model.proto).
+const (
+	errorDomain         = "plexus"
+	reasonNotConfigured = "NOT_CONFIGURED"
+)
+
+// hasReason reports whether st carries an ErrorInfo detail of the plexus
+// domain with reason.
+func hasReason(st *status.Status, reason string) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == errorDomain && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
+}
+
 // modelErrorToStatus maps a model implementation's error onto a gRPC status
 // whose message is the provider's own words.
 func modelErrorToStatus(err error) error {
@@ -139,6 +159,13 @@ func modelErrorToStatus(err error) error {
 	var me *engine.ModelError
 	if errors.As(err, &me) {
 		msg = me.Message
+	}
+	if errors.Is(err, engine.ErrNotConfigured) {
+		st, derr := status.New(codes.FailedPrecondition, msg).WithDetails(&errdetails.ErrorInfo{Reason: reasonNotConfigured, Domain: errorDomain})
+		if derr != nil {
+			return status.Error(codes.FailedPrecondition, msg)
+		}
+		return st.Err()
 	}
 	code := codes.Unknown
 	switch {
@@ -172,6 +199,10 @@ func modelErrorFromStatus(ctx context.Context, provider string, err error) error
 		return &engine.ModelError{Provider: provider, Message: err.Error()}
 	}
 	me := &engine.ModelError{Provider: provider, Message: st.Message()}
+	if hasReason(st, reasonNotConfigured) {
+		me.Kind = engine.ErrNotConfigured
+		return me
+	}
 	switch st.Code() {
 	case codes.NotFound:
 		me.Kind = engine.ErrModelNotFound

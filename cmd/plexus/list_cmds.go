@@ -154,7 +154,7 @@ func formatSize(n int64) string {
 
 // emptyHint explains an empty model list, by provider.
 var emptyHint = map[string]string{
-	"replay": " (set PLEXUS_REPLAY_DIR to a directory of *.jsonl scripts to list them; any script can be named directly as replay:PATH)",
+	"replay": " (the directory has no *.jsonl scripts; any script can be named directly as replay:PATH)",
 	"ollama": ` (pull one with "ollama pull qwen2.5-coder:7b")`,
 }
 
@@ -162,30 +162,30 @@ func newModelsCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "models [PROVIDER...]",
 		Short: "List the models each provider offers now",
-		Long: `List the models each model provider (plugin) offers now: Ollama's local
-models, the OpenAI-compatible server's models, the replay scripts in
-$PLEXUS_REPLAY_DIR. A provider that cannot be reached is listed with the
-reason and how to fix it.`,
+		Long: `List the models each model provider (plugin) offers now, with their
+capabilities: Ollama's local models, the OpenAI-compatible server's
+models, the replay scripts in use and in $PLEXUS_REPLAY_DIR. A provider
+that cannot be reached is listed with the reason and how to fix it. A
+provider that lacks configuration (OpenAI without an API key or a base
+URL) is reported as "not configured", saying what to set, and is not
+contacted.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rt, err := newRuntime(g, cmd.ErrOrStderr(), false, nil)
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
-			providers := args
-			if len(providers) == 0 {
-				providers = rt.engine.Providers()
-			}
 			out := cmd.OutOrStdout()
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODEL\tCAPABILITIES\tCONTEXT\tSIZE\tLOADED")
 			var problems []string
 			listed := 0
-			for _, p := range providers {
-				ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
-				infos, err := rt.engine.ListModels(ctx, p)
-				cancel()
-				if err != nil {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
+			lists := rt.engine.AllModels(ctx, args...)
+			cancel()
+			for _, pm := range lists {
+				p := pm.Provider
+				if err := pm.Err; err != nil {
 					var me *engine.ModelError
 					if errors.As(err, &me) && me.Provider == p {
 						problems = append(problems, err.Error()) // already names the provider
@@ -194,11 +194,11 @@ reason and how to fix it.`,
 					}
 					continue
 				}
-				if len(infos) == 0 {
+				if len(pm.Models) == 0 {
 					problems = append(problems, fmt.Sprintf("%s: no models listed%s", p, emptyHint[p]))
 				}
-				listed += len(infos)
-				for _, m := range infos {
+				listed += len(pm.Models)
+				for _, m := range pm.Models {
 					ctxLen, size, loaded := "-", "-", ""
 					if m.ContextLength > 0 {
 						ctxLen = fmt.Sprint(m.ContextLength)

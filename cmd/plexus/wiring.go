@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -105,6 +106,7 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 	settings := map[string]map[string]string{
 		"ollama": nonEmpty(map[string]string{"host": g.ollamaHost}),
 		"openai": nonEmpty(map[string]string{"base_url": g.openaiBaseURL, "api_key": g.openaiAPIKey}),
+		"replay": nonEmpty(map[string]string{"scripts": strings.Join(g.replayScripts(), "\n")}),
 	}
 	reattach, err := plugins.ReattachFromEnv()
 	if err != nil {
@@ -283,6 +285,19 @@ func (g *globalFlags) openIndex(ctx context.Context, models map[string]engine.Mo
 		return nil, fmt.Errorf("open the index in %s: %w (choose another place with --data-dir)", g.dataDir, err)
 	}
 	return svc, nil
+}
+
+// replayScripts are the scripts of the replay models the flags name
+// (--model, --embed-model, --rerank-model): the replay provider lists
+// them, so the model in use is among the models listed everywhere.
+func (g *globalFlags) replayScripts() []string {
+	var out []string
+	for _, m := range []string{g.model, g.embedModel, g.rerankModel} {
+		if ref, err := engine.ParseModelRef(m); err == nil && ref.Provider == "replay" && !slices.Contains(out, ref.Name) {
+			out = append(out, ref.Name)
+		}
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

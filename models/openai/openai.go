@@ -16,6 +16,11 @@
 // servers expect: Ollama, LM Studio, and llama-server or vLLM started
 // without --api-key ignore the header or require its absence.
 //
+// With neither an API key nor a base URL (setting or environment) the
+// provider is not configured: every call fails at once with
+// engine.ErrNotConfigured, saying what to set, and nothing is contacted,
+// so a local tool never reaches api.openai.com unasked.
+//
 // Chat streams (server-sent events) with stream_options.include_usage and
 // reports, in order: text deltas as they come, then each tool call once,
 // complete (deltas are joined by their index; a delta with a new id at a
@@ -100,6 +105,8 @@ type Provider struct {
 	apiKey  string
 	client  *oai.Client
 	err     error // invalid base URL from the environment
+	// configured: an API key or a base URL was given.
+	configured bool
 }
 
 var (
@@ -156,9 +163,16 @@ func (p *Provider) apply(settings map[string]string) error {
 	cfg.HTTPClient = p.httpClient
 	p.mu.Lock()
 	p.baseURL, p.apiKey, p.client, p.err = base, key, oai.NewClientWithConfig(cfg), nil
+	p.configured = key != "" || from == "the base_url setting" || os.Getenv(EnvBaseURL) != ""
 	p.mu.Unlock()
 	return nil
 }
+
+// errNotConfigured is what every call returns without an API key or a
+// base URL.
+var errNotConfigured = &engine.ModelError{Provider: ProviderName, Kind: engine.ErrNotConfigured, Message: "not configured: " +
+	"set OPENAI_API_KEY (or --openai-api-key) to use " + DefaultBaseURL + ", or OPENAI_BASE_URL (or --openai-base-url) " +
+	"for a local OpenAI-compatible server, for example http://127.0.0.1:11434/v1"}
 
 // conn is the settings one call runs with.
 type conn struct {
@@ -172,6 +186,9 @@ func (p *Provider) conn() (conn, error) {
 	defer p.mu.RUnlock()
 	if p.err != nil {
 		return conn{}, &engine.ModelError{Provider: ProviderName, Kind: engine.ErrModelUnavailable, Message: strings.TrimPrefix(p.err.Error(), "openai: ")}
+	}
+	if !p.configured {
+		return conn{}, errNotConfigured
 	}
 	return conn{client: p.client, baseURL: p.baseURL, hasKey: p.apiKey != ""}, nil
 }

@@ -45,10 +45,12 @@
 // floats, scaled to unit length, for any model name. They carry no meaning
 // beyond word overlap: texts sharing words are close, synonyms are not.
 //
-// ListModels lists the *.jsonl files of the directory given by the "dir"
-// setting (default: the PLEXUS_REPLAY_DIR environment variable), named so
-// that each name is a usable model name; the list is empty when neither is
-// set.
+// ListModels lists the scripts in use (the "scripts" setting, which the
+// host fills with the replay models it was told to use) and the *.jsonl
+// files of the directory given by the "dir" setting (default: the
+// PLEXUS_REPLAY_DIR environment variable), named so that each name is a
+// usable model name, with capabilities completion, tools and embedding.
+// With neither, the provider is not configured (engine.ErrNotConfigured).
 //
 // Recorder wraps a live provider and writes each response it gives as a
 // script line, so scripts can be recorded from a real model.
@@ -61,6 +63,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -80,9 +83,10 @@ const EnvDir = "PLEXUS_REPLAY_DIR"
 // Provider plays replay scripts. It implements engine.Model and
 // plugins.Configurer and is safe for concurrent use.
 type Provider struct {
-	mu    sync.Mutex
-	dir   string
-	cache map[string]cachedScript // by absolute path
+	mu      sync.Mutex
+	dir     string
+	scripts []string                // the scripts in use, as named
+	cache   map[string]cachedScript // by absolute path
 }
 
 type cachedScript struct {
@@ -105,58 +109,84 @@ func New() *Provider {
 // Serve serves a new Provider as a model plugin; call it from main.
 func Serve() { plugins.ServeModel(New()) }
 
-// Configure applies the host's settings. The only key is "dir", the
-// directory whose *.jsonl scripts ListModels lists; an empty value means
-// none. Unknown keys are an error.
+// Configure applies the host's settings:
+//
+//	dir      the directory whose *.jsonl scripts ListModels lists; an
+//	         empty value means none
+//	scripts  the scripts in use (the names after "replay:" of the models
+//	         the host uses), one per line, which ListModels lists by these
+//	         names whatever directory they are in
+//
+// Unknown keys are an error.
 func (p *Provider) Configure(_ context.Context, settings map[string]string) error {
 	for k := range settings {
-		if k != "dir" {
-			return fmt.Errorf("replay: unknown setting %q; the replay provider's only setting is dir (the directory of *.jsonl scripts that ListModels lists)", k)
+		if k != "dir" && k != "scripts" {
+			return fmt.Errorf("replay: unknown setting %q; the replay provider's settings are dir (the directory of *.jsonl scripts that ListModels lists) and scripts (the scripts in use, one per line)", k)
 		}
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if dir, ok := settings["dir"]; ok {
-		p.mu.Lock()
 		p.dir = dir
-		p.mu.Unlock()
+	}
+	if list, ok := settings["scripts"]; ok {
+		p.scripts = nil
+		for _, s := range strings.Split(list, "\n") {
+			if s = strings.TrimSpace(s); s != "" {
+				p.scripts = append(p.scripts, s)
+			}
+		}
 	}
 	return nil
 }
 
-// ListModels lists the *.jsonl files of the script directory, sorted, each
-// named by the directory joined with the file name (so a relative
-// directory gives names relative to the working directory), with
-// capabilities "completion" and "tools". The files are not validated
-// here. No directory configured gives an empty list; a directory that
-// cannot be read is an error of kind engine.ErrModelUnavailable.
+// capabilities are every replay model's: it plays chat replies with tool
+// calls, and embeds any text (see Embed).
+var capabilities = []string{engine.CapabilityCompletion, engine.CapabilityTools, engine.CapabilityEmbedding}
+
+// ListModels lists the scripts in use and the *.jsonl files of the script
+// directory, sorted by name, each with capabilities completion, tools and
+// embedding: a script in use by the name it was given (if it is a regular
+// file), a file of the directory by the directory joined with its name
+// (so a relative directory gives names relative to the working
+// directory). The files are not validated here. Errors: with no scripts
+// in use and no directory, engine.ErrNotConfigured, saying what to set; a
+// directory that cannot be read, engine.ErrModelUnavailable.
 func (p *Provider) ListModels(ctx context.Context) ([]engine.ModelInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
-	dir := p.dir
+	dir, scripts := p.dir, slices.Clone(p.scripts)
 	p.mu.Unlock()
+	if dir == "" && len(scripts) == 0 {
+		return nil, &engine.ModelError{Provider: ProviderName, Kind: engine.ErrNotConfigured, Message: fmt.Sprintf(
+			"not configured: set %s to a directory of *.jsonl scripts to list them (any script can be used directly as replay:PATH)", EnvDir)}
+	}
 	out := []engine.ModelInfo{}
-	if dir == "" {
-		return out, nil
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, &engine.ModelError{Provider: ProviderName, Kind: engine.ErrModelUnavailable,
-			Message: fmt.Sprintf("cannot list scripts in %s: %v; set the dir setting (or %s) to a directory of *.jsonl scripts", dir, unwrapPath(err), EnvDir)}
-	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".jsonl") {
-			continue
+	seen := map[string]bool{}
+	add := func(name string) {
+		info, err := os.Stat(name) // follows symlinks
+		if err != nil || !info.Mode().IsRegular() || seen[name] {
+			return
 		}
-		info, err := os.Stat(filepath.Join(dir, e.Name())) // follows symlinks
-		if err != nil || !info.Mode().IsRegular() {
-			continue
+		seen[name] = true
+		out = append(out, engine.ModelInfo{Name: name, Capabilities: slices.Clone(capabilities), SizeBytes: info.Size()})
+	}
+	for _, s := range scripts {
+		add(s)
+	}
+	if dir != "" {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, &engine.ModelError{Provider: ProviderName, Kind: engine.ErrModelUnavailable,
+				Message: fmt.Sprintf("cannot list scripts in %s: %v; set the dir setting (or %s) to a directory of *.jsonl scripts", dir, unwrapPath(err), EnvDir)}
 		}
-		out = append(out, engine.ModelInfo{
-			Name:         filepath.Join(dir, e.Name()),
-			Capabilities: []string{"completion", "tools"},
-			SizeBytes:    info.Size(),
-		})
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".jsonl") {
+				add(filepath.Join(dir, e.Name()))
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -420,8 +421,8 @@ func TestListModels(t *testing.T) {
 	t.Setenv(EnvDir, "")
 	p := New()
 	got, err := p.ListModels(t.Context())
-	if err != nil || len(got) != 0 {
-		t.Fatalf("without a dir: %v, %v; want an empty list", got, err)
+	if !errors.Is(err, engine.ErrNotConfigured) || !strings.Contains(err.Error(), EnvDir) {
+		t.Fatalf("without a dir: %v, %v; want ErrNotConfigured naming %s", got, err, EnvDir)
 	}
 
 	t.Setenv(EnvDir, dir)
@@ -433,7 +434,7 @@ func TestListModels(t *testing.T) {
 	if len(got) != 2 || got[0].Name != filepath.Join(dir, "a.jsonl") || got[1].Name != filepath.Join(dir, "b.jsonl") {
 		t.Fatalf("models = %+v", got)
 	}
-	if !got[0].HasCapability("completion") || !got[0].HasCapability("tools") {
+	if !got[0].HasCapability("completion") || !got[0].HasCapability("tools") || !got[0].HasCapability("embedding") {
 		t.Errorf("capabilities = %v", got[0].Capabilities)
 	}
 	chunks, err := chat(t, p, got[1].Name, user("hi"))
@@ -455,8 +456,52 @@ func TestListModels(t *testing.T) {
 	if err := p.Configure(t.Context(), map[string]string{"dir": ""}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p.ListModels(t.Context()); err != nil || len(got) != 0 {
-		t.Errorf("after dir=\"\": %v, %v", got, err)
+	if got, err := p.ListModels(t.Context()); !errors.Is(err, engine.ErrNotConfigured) {
+		t.Errorf("after dir=\"\": %v, %v; want ErrNotConfigured", got, err)
+	}
+}
+
+// TestListModelsScriptsInUse: the scripts the host says are in use are
+// listed by the names it gave (however the path is spelt), beside the
+// directory's, once each; a missing one is left out.
+func TestListModelsScriptsInUse(t *testing.T) {
+	t.Setenv(EnvDir, "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	os.Mkdir("scripts", 0o755)
+	for _, name := range []string{"scripts/tour.jsonl", "other.jsonl"} {
+		if err := os.WriteFile(name, []byte(`{"text": "hi"}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := New()
+	if err := p.Configure(t.Context(), map[string]string{"scripts": "./other.jsonl\nscripts/tour.jsonl\nmissing.jsonl\n"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.ListModels(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range got {
+		names = append(names, m.Name)
+		if !m.HasCapability("completion") || !m.HasCapability("tools") || !m.HasCapability("embedding") {
+			t.Errorf("%s: capabilities %v", m.Name, m.Capabilities)
+		}
+	}
+	if want := []string{"./other.jsonl", "scripts/tour.jsonl"}; !slices.Equal(names, want) {
+		t.Errorf("models %v, want %v", names, want)
+	}
+	if err := p.Configure(t.Context(), map[string]string{"dir": "scripts"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = p.ListModels(t.Context())
+	names = names[:0]
+	for _, m := range got {
+		names = append(names, m.Name)
+	}
+	if want := []string{"./other.jsonl", "scripts/tour.jsonl"}; !slices.Equal(names, want) {
+		t.Errorf("with dir scripts: models %v, want %v (each once)", names, want)
 	}
 }
 

@@ -43,7 +43,27 @@
 //     listed by its provider and, when the provider reports capabilities,
 //     chat and call tools (natively or, for Ollama, through constrained
 //     decoding); otherwise the 400 MODEL_ERROR names /model_name and the
-//     missing capability.
+//     missing capability. A provider that is not configured is a 400
+//     MODEL_ERROR naming /provider.
+//   - Model listings: GET /v1/models asks every provider at once
+//     (engine.AllModels); "errors" holds the providers that failed and
+//     "not_configured" those that lack configuration (OpenAI without an
+//     API key or a base URL, replay without scripts), which are not
+//     contacted. A model's capabilities are the provider's words
+//     (completion, tools, embedding, constrained_tools, vision, ...; none
+//     when the provider does not say, as OpenAI's API does not), the same
+//     in GET /v1/models, GET /v1/models/current and server.hello's
+//     server_info.model (where the contract's example shows "chat"). The
+//     replay model in use is listed like any other.
+//   - Streamed text: a turn makes one model call per step, and each call
+//     writes one assistant message (the ones GET /v1/sessions/{id} lists,
+//     between the tool calls). assistant.token's cumulative_text is the
+//     text of the message being written: it starts again with the first
+//     token of each model call, so a client shows each message as its
+//     own block, before the tool calls it made, and never glues two
+//     together. assistant.message_final's message is the turn's last
+//     message, the answer: the last token's cumulative_text, exactly
+//     (or, for a turn that did not complete, what ended it).
 //   - Handshake: the client speaks first with client.hello (within 30 s);
 //     other messages before it get server.error. The server answers
 //     server.hello, then replays (see below), then session.state, then
@@ -61,8 +81,8 @@
 //     every stored event after N in order before the live ones, with
 //     nothing missed or repeated: events are stored before they are
 //     delivered, and the connection subscribes before it reads the store.
-//     assistant.token's cumulative_text is rebuilt for a turn resumed in
-//     its middle (the session's earlier events are read for it). Without
+//     assistant.token's cumulative_text is rebuilt for a message resumed
+//     in its middle (the session's earlier events are read for it). Without
 //     since, the stream starts at the moment of connecting. A since beyond
 //     the session's last event is a 400 naming the last one.
 //   - One turn per session at a time: a client.user_message while a turn

@@ -33,6 +33,8 @@ import (
 // step is one scripted model reply; gate, when set, holds the reply until
 // it is closed or the call's context ends.
 type step struct {
+	// lead is streamed before the gate, text after it.
+	lead  string
 	text  string
 	calls []engine.ToolCall
 	gate  chan struct{}
@@ -74,6 +76,11 @@ func (m *scriptModel) Chat(ctx context.Context, req engine.ChatRequest, onChunk 
 		return fmt.Errorf("script: no step %d for %q", k, prompt)
 	}
 	st := steps[k]
+	if st.lead != "" {
+		if err := onChunk(engine.ChatChunk{Text: st.lead}); err != nil {
+			return err
+		}
+	}
 	if st.gate != nil {
 		select {
 		case <-st.gate:

@@ -37,8 +37,10 @@ const (
 	loadSessions = 50
 	loadTokens   = 2000
 	loadToken    = "tok"
-	// loadTimeout bounds one whole round (connect, turn, teardown).
-	loadTimeout = 2 * time.Minute
+	// loadTimeout bounds one whole round (connect, turn, teardown), and
+	// one write to a client: the test checks what the clients get, never
+	// how fast, so only a hang may fail it, however loaded the machine.
+	loadTimeout = 10 * time.Minute
 )
 
 // tokenModel is an engine.Model whose every Chat call streams n one-token
@@ -173,7 +175,7 @@ type loadServer struct {
 func startLoadServer(tb testing.TB, tokens, sessions int) *loadServer {
 	tb.Helper()
 	e, model, ss := loadEngine(tb, tokens, sessions)
-	srv, err := New(Options{Engine: e, Token: loadToken})
+	srv, err := New(Options{Engine: e, Token: loadToken, WriteTimeout: loadTimeout})
 	if err != nil {
 		tb.Fatal(err)
 	}

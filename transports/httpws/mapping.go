@@ -8,16 +8,25 @@ import (
 )
 
 // mapper turns a session's engine events into server messages. It keeps
-// the text of the current turn for assistant.token's cumulative_text, so
-// one mapper must see every event of a turn in order.
+// the text of the current turn's assistant message for assistant.token's
+// cumulative_text, so one mapper must see every event of a turn in order.
+//
+// cumulative_text is the text of the assistant message being written:
+// each model call of a turn (engine.TokenEvent.Step) writes one message,
+// so it starts again with the first token of the next call, and the last
+// call's text is assistant.message_final's message. A client shows each
+// step's text as its own message, beside the tool calls it made, as GET
+// /v1/sessions/{id} lists them.
 type mapper struct {
-	// texts are the turns' text so far, by turn id, JSON-escaped (without
-	// quotes): the k-th token message repeats all k tokens, so escaping
-	// only the new one keeps the cost of a turn's token messages to
-	// copying. Kept per turn, because events of an ended turn (a patch
-	// approval answered later) may come between a running turn's tokens;
-	// dropped at the turn's final event.
+	// texts are the turns' current message text so far, by turn id,
+	// JSON-escaped (without quotes): the k-th token message repeats all k
+	// tokens, so escaping only the new one keeps the cost of a turn's
+	// token messages to copying. Kept per turn, because events of an
+	// ended turn (a patch approval answered later) may come between a
+	// running turn's tokens; dropped at the turn's final event.
 	texts map[string][]byte
+	// steps are the model call each turn's text is of.
+	steps map[string]int
 }
 
 // preEncoded is a server message already encoded as JSON; senders write it
@@ -32,18 +41,25 @@ func encode(m any) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// seed sets the text turn had reached (unescaped), for a replay that
-// starts inside the turn.
-func (m *mapper) seed(turn, text string) {
+// seed sets the text (unescaped) that step of turn had reached, for a
+// replay that starts inside the turn.
+func (m *mapper) seed(turn string, step int, text string) {
 	q, _ := json.Marshal(text)
 	m.texts[turn] = q[1 : len(q)-1]
+	m.steps[turn] = step
 }
 
 // tokenMessage encodes assistant.token ({"type", "seq", "turn_id",
-// "token", "cumulative_text"}) and appends the token to its turn's text.
-func (m *mapper) tokenMessage(hd header, tok string) preEncoded {
+// "token", "cumulative_text"}) and appends the token to the text of its
+// turn's step, which a new step starts again.
+func (m *mapper) tokenMessage(hd header, tok string, step int) preEncoded {
 	q, _ := json.Marshal(tok) // a string always marshals
-	text := append(m.texts[hd.TurnID], q[1:len(q)-1]...)
+	prev := m.texts[hd.TurnID]
+	if s, ok := m.steps[hd.TurnID]; ok && s != step {
+		prev = prev[:0]
+	}
+	m.steps[hd.TurnID] = step
+	text := append(prev, q[1:len(q)-1]...)
 	m.texts[hd.TurnID] = text
 	turn, _ := json.Marshal(hd.TurnID)
 	b := make([]byte, 0, len(text)+len(q)+len(turn)+96)
@@ -61,7 +77,7 @@ func (m *mapper) tokenMessage(hd header, tok string) preEncoded {
 	return b
 }
 
-func newMapper() *mapper { return &mapper{texts: map[string][]byte{}} }
+func newMapper() *mapper { return &mapper{texts: map[string][]byte{}, steps: map[string]int{}} }
 
 // messages returns the server messages of ev (none for events this
 // protocol does not carry).
@@ -72,11 +88,15 @@ func (m *mapper) messages(ev engine.Event) []any {
 	case *engine.ThinkingEvent:
 		return []any{thinking{header: with(typeThinking), Phase: phase(d.Phase), Message: d.Message}}
 	case *engine.PlanEvent:
-		return []any{plan{header: with(typePlan), Steps: nonNil(d.Steps), Rationale: d.Rationale}}
+		steps := make([]planStep, len(d.Steps))
+		for i, st := range d.Steps {
+			steps[i] = planStep{Number: st.Number, Description: st.Description, FilesInvolved: nonNil(st.FilesInvolved), Status: st.Status}
+		}
+		return []any{plan{header: with(typePlan), Steps: steps, Rationale: d.Rationale}}
 	case *engine.RetrievalEvent:
 		return []any{retrieveStatus{header: with(typeRetrieveStatus), Stage: d.Stage, ResultsCount: d.Count, Message: d.Message}}
 	case *engine.TokenEvent:
-		return []any{m.tokenMessage(hd, d.Text)}
+		return []any{m.tokenMessage(hd, d.Text, d.Step)}
 	case *engine.ToolCallEvent:
 		return []any{toolMessage(with(typeToolExecute), d)}
 	case *engine.PatchProposedEvent:
@@ -109,6 +129,7 @@ func (m *mapper) messages(ev engine.Event) []any {
 			Code: string(d.Code), Message: d.Message, Details: d.Details, Recoverable: d.Recoverable}}}
 	case *engine.FinalEvent:
 		delete(m.texts, ev.TurnID)
+		delete(m.steps, ev.TurnID)
 		md := d.Metadata
 		return []any{messageFinal{header: with(typeMessageFinal), Message: finalText(d), Metadata: finalMetadata{
 			TokensUsed: md.TokensUsed, FilesModified: len(md.FilesModified), ToolsUsed: nonNil(md.ToolsUsed),

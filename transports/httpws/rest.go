@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -134,6 +135,13 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 		Name string `json:"name"`
 	}
 	if !s.readBody(w, r, schemaRegisterWorkspace, &req) {
+		return
+	}
+	if !filepath.IsAbs(req.Path) {
+		// Relative to what? The server's working directory is not the
+		// client's.
+		writeError(w, http.StatusBadRequest, codeInvalidRequest,
+			fmt.Sprintf("path %q is relative; give the workspace directory's absolute path", req.Path), map[string]any{"field": "/path"})
 		return
 	}
 	before, _ := s.eng.Workspaces(r.Context())
@@ -335,21 +343,25 @@ type providerError struct {
 	Message  string `json:"message"`
 }
 
-// handleModels lists the models of every provider; a provider that does
-// not answer is reported in errors, not as a failed request.
+// handleModels lists the models of every provider (engine.AllModels). A
+// provider that does not answer is reported in errors, one that lacks
+// configuration in not_configured (it was not contacted), neither as a
+// failed request.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	models := []modelEntry{}
-	errs := []providerError{}
-	for _, p := range s.eng.Providers() {
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		infos, err := s.eng.ListModels(ctx, p)
-		cancel()
-		if err != nil {
-			errs = append(errs, providerError{Provider: p, Message: err.Error()})
-			continue
+	errs, skipped := []providerError{}, []providerError{}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	lists := s.eng.AllModels(ctx)
+	cancel()
+	for _, pm := range lists {
+		switch {
+		case pm.NotConfigured():
+			skipped = append(skipped, providerError{Provider: pm.Provider, Message: providerMessage(pm.Err)})
+		case pm.Err != nil:
+			errs = append(errs, providerError{Provider: pm.Provider, Message: pm.Err.Error()})
 		}
-		for _, in := range infos {
-			models = append(models, modelEntry{Provider: p, Model: in.Name, ModelInfo: in})
+		for _, in := range pm.Models {
+			models = append(models, modelEntry{Provider: pm.Provider, Model: in.Name, ModelInfo: in})
 		}
 	}
 	sort.SliceStable(models, func(i, j int) bool {
@@ -362,13 +374,24 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	if c, err := s.current(r.Context(), ""); err == nil {
 		cur = &c
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"models": models, "current": cur, "errors": errs})
+	writeJSON(w, http.StatusOK, map[string]any{"models": models, "current": cur, "errors": errs, "not_configured": skipped})
+}
+
+// providerMessage is a provider's error without the provider's name in
+// front (the entry names it).
+func providerMessage(err error) string {
+	var me *engine.ModelError
+	if errors.As(err, &me) {
+		return me.Message
+	}
+	return err.Error()
 }
 
 // current is the model a session uses (its own choice, else the current
 // model; the current model when sessionID is "") with the capabilities
-// its provider lists (none when the provider does not answer). Errors:
-// ErrNotFound when no model is chosen or the session is unknown.
+// its provider lists (engine.DescribeModel, as GET /v1/models shows them;
+// none when the provider does not answer). Errors: ErrNotFound when no
+// model is chosen or the session is unknown.
 func (s *Server) current(ctx context.Context, sessionID string) (currentModel, error) {
 	ref := s.eng.CurrentModel()
 	if sessionID != "" {
@@ -381,17 +404,19 @@ func (s *Server) current(ctx context.Context, sessionID string) (currentModel, e
 	if ref.IsZero() {
 		return currentModel{}, fmt.Errorf("%w: no current model; choose one with PUT /v1/models/current", engine.ErrNotFound)
 	}
+	return s.describe(ctx, ref), nil
+}
+
+// describe is ref with the capabilities its provider lists (none when it
+// does not answer within 5 s or does not list the model).
+func (s *Server) describe(ctx context.Context, ref engine.ModelRef) currentModel {
 	out := currentModel{Provider: ref.Provider, ModelName: ref.Name, Capabilities: []string{}}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if infos, err := s.eng.ListModels(ctx, ref.Provider); err == nil {
-		for _, in := range infos {
-			if in.Name == ref.Name {
-				out.Capabilities = nonNil(in.Capabilities)
-			}
-		}
+	if info, err := s.eng.DescribeModel(ctx, ref); err == nil {
+		out.Capabilities = nonNil(info.Capabilities)
 	}
-	return out, nil
+	return out
 }
 
 func (s *Server) handleGetCurrent(w http.ResponseWriter, r *http.Request) {
@@ -434,6 +459,9 @@ func (s *Server) handlePutCurrent(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, engine.ErrUnknownProvider):
 		writeError(w, http.StatusBadRequest, codeModelError, err.Error(), map[string]any{"field": "/provider", "providers": s.eng.Providers()})
+		return
+	case errors.Is(err, engine.ErrNotConfigured):
+		writeError(w, http.StatusBadRequest, codeModelError, err.Error(), map[string]any{"field": "/provider"})
 		return
 	case errors.Is(err, engine.ErrModelNotFound):
 		writeError(w, http.StatusBadRequest, codeModelError, err.Error()+"; GET /v1/models lists them", map[string]any{"field": "/model_name"})

@@ -207,3 +207,33 @@ func TestSessionModel(t *testing.T) {
 		t.Errorf("server.hello of the switched session: %v", hello)
 	}
 }
+
+// TestRegisterWorkspaceRefusesRelativeAndRoot: a relative path (which the
+// server would resolve against its own working directory) and the
+// filesystem root, however it is spelt, are refused with a 400 naming
+// /path and saying why; nothing is registered.
+func TestRegisterWorkspaceRefusesRelativeAndRoot(t *testing.T) {
+	ts := newTestServer(t, map[string][]step{})
+	link := filepath.Join(t.TempDir(), "root")
+	if err := os.Symlink("/", link); err != nil {
+		t.Fatal(err)
+	}
+	_, before := ts.do(t, "GET", "/v1/workspaces", "")
+	for _, c := range []struct{ path, want string }{
+		{".", "is relative; give the workspace directory's absolute path"},
+		{"calc", "is relative"},
+		{"/", "is the filesystem root"},
+		{"/tmp/..", "is the filesystem root"},
+		{link, "is the filesystem root"},
+	} {
+		code, body := ts.do(t, "POST", "/v1/workspaces/register", fmt.Sprintf(`{"path": %q}`, c.path))
+		e, _ := body["error"].(map[string]any)
+		details, _ := e["details"].(map[string]any)
+		if code != 400 || e["code"] != "INVALID_REQUEST" || details["field"] != "/path" || !strings.Contains(fmt.Sprint(e["message"]), c.want) {
+			t.Errorf("register %q: %d %v, want 400 INVALID_REQUEST /path saying %q", c.path, code, body, c.want)
+		}
+	}
+	if _, after := ts.do(t, "GET", "/v1/workspaces", ""); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("workspaces changed: %v, then %v", before, after)
+	}
+}

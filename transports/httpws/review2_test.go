@@ -16,12 +16,12 @@ import (
 
 // TestReplayInterleavedCumulative resumes a stream just after a patch
 // approval of an ended turn was answered in the middle of a running
-// turn: the replayed tokens carry the running turn's whole text.
+// turn's message: the replayed tokens carry the message's whole text.
 func TestReplayInterleavedCumulative(t *testing.T) {
 	gate := make(chan struct{})
 	ts := newTestServer(t, map[string][]step{
 		"edit": {{calls: []engine.ToolCall{callOf("e1", "edit_file", editArgs)}}, {text: "done"}},
-		"talk": {{text: "aaa", calls: []engine.ToolCall{callOf("r1", "read_file", `{"path":"calc.go"}`)}}, {text: "bbb", gate: gate}},
+		"talk": {{lead: "aaa", text: "bbb", gate: gate}},
 	})
 	sid := ts.newSession(t)
 	c := ts.connect(t, sid)
@@ -102,5 +102,50 @@ func TestFileChangesDoNotBlockTheConnection(t *testing.T) {
 		if strings.Contains(string(data), "assistant.message_final") {
 			return
 		}
+	}
+}
+
+// TestCumulativeTextPerStep: cumulative_text is the text of the assistant
+// message being written, which each model call of a turn starts again;
+// assistant.message_final's message is the last one's, the cumulative_text
+// of the turn's last token. A stream resumed in the middle of the second
+// message rebuilds that message's text only.
+func TestCumulativeTextPerStep(t *testing.T) {
+	gate := make(chan struct{})
+	ts := newTestServer(t, map[string][]step{
+		"two steps": {
+			{text: "I will read calc.go.", calls: []engine.ToolCall{callOf("r1", "read_file", `{"path":"calc.go"}`)}},
+			{lead: "Add ", gate: gate, text: "subtracts."},
+		},
+	})
+	sid := ts.newSession(t)
+	c := ts.connect(t, sid)
+	c.send(map[string]any{"type": "client.user_message", "message": "two steps"})
+	if m := c.until("assistant.token"); m["cumulative_text"] != "I will read calc.go." {
+		t.Errorf("first message: %v", m)
+	}
+	lead := c.until("assistant.token")
+	if lead["cumulative_text"] != "Add " {
+		t.Errorf("the second model call's first token carries %q, want its own text only", lead["cumulative_text"])
+	}
+	close(gate)
+	last := c.until("assistant.token")
+	final := c.until("assistant.message_final")
+	if last["cumulative_text"] != "Add subtracts." || final["message"] != last["cumulative_text"] {
+		t.Errorf("last cumulative_text %q, final message %q: want both %q", last["cumulative_text"], final["message"], "Add subtracts.")
+	}
+	// Resume just after the second message's first token.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	since := strconv.FormatUint(uint64(lead["seq"].(float64)), 10)
+	ws, _, err := websocket.Dial(ctx, strings.Replace(ts.url, "http", "ws", 1)+"/v1/sessions/"+sid+"/stream?since="+since,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + ts.token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := &client{t: t, c: ws}
+	c2.send(map[string]any{"type": "client.hello", "client_info": map[string]any{"name": "t", "version": "1", "capabilities": []string{}}})
+	if m := c2.until("assistant.token"); m["cumulative_text"] != "Add subtracts." {
+		t.Errorf("replayed cumulative_text %q, want %q", m["cumulative_text"], "Add subtracts.")
 	}
 }

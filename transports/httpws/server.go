@@ -36,6 +36,8 @@ const (
 	DefaultMaxQueueBytes = 64 << 20
 	// DefaultMaxConnections caps the open WebSocket connections.
 	DefaultMaxConnections = 256
+	// DefaultWriteTimeout bounds one WebSocket message write.
+	DefaultWriteTimeout = 30 * time.Second
 )
 
 // Indexer is the workspace index as the index endpoints and
@@ -80,6 +82,10 @@ type Options struct {
 	// 1013.
 	SendQueue     int
 	MaxQueueBytes int64
+	// WriteTimeout bounds the write of one WebSocket message (default
+	// DefaultWriteTimeout); a client that accepts nothing for that long
+	// is disconnected (the socket closes mid-message).
+	WriteTimeout time.Duration
 	// MaxConnections caps the open WebSocket connections; more are
 	// refused with 503 (default DefaultMaxConnections).
 	MaxConnections int
@@ -151,6 +157,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

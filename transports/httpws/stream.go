@@ -190,6 +190,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	for _, cp := range first.ClientInfo.Capabilities {
 		c.caps[cp] = true
 	}
+	// The model as REST reports it, asked before subscribing so that
+	// events do not pile up while the provider answers.
+	model := s.describe(ctx, h.sess.Model())
 	c.out = make(chan outMsg, s.opts.SendQueue)
 	close(c.ready)
 	// The client has seen every event up to start: since, or, without
@@ -205,7 +208,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.unsubscribe(c)
-	if err := c.write(ctx, s.helloMessage(h, start)); err != nil {
+	if err := c.write(ctx, s.helloMessage(h, start, model)); err != nil {
 		return
 	}
 	last, err := c.replay(ctx, start)
@@ -249,7 +252,7 @@ func (c *conn) write(ctx context.Context, v any) error {
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, c.h.srv.opts.WriteTimeout)
 	defer cancel()
 	return c.ws.Write(wctx, websocket.MessageText, data)
 }
@@ -288,16 +291,17 @@ func (c *conn) replay(ctx context.Context, since uint64) (uint64, error) {
 // replayPage is how many stored events one read of a replay takes.
 const replayPage = 512
 
-// seedTexts gives m the text of the turn that was streaming at since, so
-// that the replayed token messages carry the whole cumulative_text. Turns
-// of a session run one at a time, so that turn's tokens are those after
-// the last final event at or before since (events of ended turns that
-// come between, like a patch approval answered later, carry no tokens).
-// It reads back from since in pages, so a reconnect costs the current
-// turn's events, not the session's.
+// seedTexts gives m the text of the assistant message that was streaming
+// at since, so that the replayed token messages carry the whole
+// cumulative_text. Turns of a session run one at a time, so that message's
+// tokens are those of the last token's turn and step after the last final
+// event at or before since (events of ended turns that come between, like
+// a patch approval answered later, carry no tokens). It reads back from
+// since in pages, so a reconnect costs the current turn's events, not the
+// session's.
 func (c *conn) seedTexts(ctx context.Context, m *mapper, since uint64) error {
 	var pieces []string // newest first
-	turn := ""
+	turn, step := "", 0
 	for hi := since; hi > 0; {
 		lo := uint64(0)
 		if hi > replayPage {
@@ -317,10 +321,13 @@ func (c *conn) seedTexts(ctx context.Context, m *mapper, since uint64) error {
 				hi = 0
 			case *engine.TokenEvent:
 				if turn == "" {
-					turn = evs[i].TurnID
+					turn, step = evs[i].TurnID, d.Step
 				}
-				if evs[i].TurnID == turn {
+				switch {
+				case evs[i].TurnID == turn && d.Step == step:
 					pieces = append(pieces, d.Text)
+				case evs[i].TurnID == turn:
+					hi = 0 // an earlier step's message
 				}
 			}
 			if hi == 0 {
@@ -333,7 +340,7 @@ func (c *conn) seedTexts(ctx context.Context, m *mapper, since uint64) error {
 	}
 	if turn != "" {
 		slices.Reverse(pieces)
-		m.seed(turn, strings.Join(pieces, ""))
+		m.seed(turn, step, strings.Join(pieces, ""))
 	}
 	return nil
 }
@@ -363,7 +370,7 @@ func (c *conn) writeLoop(ctx context.Context, replayed uint64) {
 			data = m.data
 			last = max(last, m.seq)
 		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, c.h.srv.opts.WriteTimeout)
 		err := c.ws.Write(wctx, websocket.MessageText, data)
 		cancel()
 		if err != nil {
@@ -465,15 +472,15 @@ func (c *conn) read(ctx context.Context, hello chan<- clientHello) {
 }
 
 // helloMessage is server.hello.
-func (s *Server) helloMessage(h *hub, last uint64) serverHello {
-	ref := h.sess.Model()
-	caps := []string{"chat"}
+// model is the session's model as GET /v1/models/current?session_id=
+// reports it.
+func (s *Server) helloMessage(h *hub, last uint64, model currentModel) serverHello {
 	return serverHello{
 		header:    header{Type: typeServerHello, Seq: last},
 		SessionID: h.id,
 		ServerInfo: serverInfo{
 			Version: s.opts.Version,
-			Model:   modelInfo{Provider: ref.Provider, ModelName: ref.Name, Capabilities: caps},
+			Model:   modelInfo{Provider: model.Provider, ModelName: model.ModelName, Capabilities: model.Capabilities},
 			Capabilities: []string{"agentic_rag", "multi_file_edit", "resume", "patch_apply", "terminal_exec",
 				"approval_scopes"},
 		},

@@ -177,8 +177,17 @@ type thinking struct {
 
 type plan struct {
 	header
-	Steps     []engine.PlanStep `json:"steps"`
-	Rationale string            `json:"rationale"`
+	Steps     []planStep `json:"steps"`
+	Rationale string     `json:"rationale"`
+}
+
+// planStep is one step of agent.plan; files_involved is always an array
+// (empty when the step names no file), as the contract shows it.
+type planStep struct {
+	Number        int               `json:"step_number"`
+	Description   string            `json:"description"`
+	FilesInvolved []string          `json:"files_involved"`
+	Status        engine.StepStatus `json:"status,omitempty"`
 }
 
 type retrieveStatus struct {

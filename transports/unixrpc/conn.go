@@ -65,7 +65,8 @@ type conn struct {
 	sessions    []string // ids of the sessions this connection started
 	loading     bool     // a session.load is replacing the session
 	queries     map[string]*query
-	tail        chan struct{} // closed when the last accepted query has ended
+	admitted    map[string]admission // by raw request id: agent.query requests admitted on arrival, not yet handled
+	tail        chan struct{}        // closed when the last admitted query has ended
 	approvals   map[string]*pendingApproval
 	aliases     map[string]string // approval request id → execution id
 	ended       map[string]string // execution id → how its approval ended
@@ -74,6 +75,24 @@ type conn struct {
 	blockBytes  int
 	lastSuggest string
 	closing     bool
+}
+
+// admission is an agent.query given a place on arrival: one of the
+// connection's MaxConcurrentQueries, and its turn after the query admitted
+// before it (prev is closed when that one has ended; mine when this one
+// has, or its request was refused after all).
+type admission struct {
+	prev <-chan struct{}
+	mine chan struct{}
+}
+
+// release gives up an admission whose request was refused: the next query
+// still waits for the one before this.
+func (a admission) release() {
+	go func() {
+		<-a.prev
+		close(a.mine)
+	}()
 }
 
 // query is one agent.query.
@@ -101,7 +120,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	close(done)
 	c := &conn{
 		srv: s, nc: nc, log: s.log, ctx: ctx, cancel: cancel,
-		queries: map[string]*query{}, tail: done,
+		queries: map[string]*query{}, admitted: map[string]admission{}, tail: done,
 		approvals: map[string]*pendingApproval{}, aliases: map[string]string{}, ended: map[string]string{},
 	}
 	c.w = newWire(nc, s.opts.MaxMessageBytes, s.opts.RequestsPerSecond, s.opts.WriteTimeout, s.log, func(err error) {
@@ -114,6 +133,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		c.log.Warn("write to the client failed; disconnecting", "error", err)
 		c.kill(errSlowClient)
 	})
+	c.w.arrived = c.arrived
 	c.rpc = jrpc2.NewServer(c, &jrpc2.ServerOptions{AllowPush: true, DisableBuiltin: true, Concurrency: 16})
 	c.out = newOutbox(s.opts.MaxQueueBytes, func(method string, params any) error {
 		return c.rpc.Notify(context.Background(), method, params)
@@ -132,6 +152,12 @@ func (c *conn) serve() {
 	}
 	c.cancel(errConnClosed)
 	c.out.drop()
+	c.mu.Lock()
+	for id, a := range c.admitted { // never handled: hand their turns on
+		a.release()
+		delete(c.admitted, id)
+	}
+	c.mu.Unlock()
 	c.queryWG.Wait()
 	c.mu.Lock()
 	ids, name := c.sessions, c.client.Name
@@ -186,11 +212,22 @@ func (c *conn) Assign(context.Context, string) jrpc2.Handler { return c.handle }
 
 func (c *conn) handle(ctx context.Context, req *jrpc2.Request) (any, error) {
 	method := req.Method()
+	var a admission
+	admitted := false
+	if method == methodQuery {
+		c.mu.Lock()
+		a, admitted = c.admitted[req.ID()]
+		delete(c.admitted, req.ID())
+		c.mu.Unlock()
+	}
 	if method != methodInitialize {
 		c.mu.Lock()
 		ok := c.initialized
 		c.mu.Unlock()
 		if !ok {
+			if admitted {
+				a.release()
+			}
 			return nil, rpcError(CodeInvalidRequest, "send initialize first (and wait for its result)", reasonData(reasonNotInitialized))
 		}
 	}
@@ -198,7 +235,7 @@ func (c *conn) handle(ctx context.Context, req *jrpc2.Request) (any, error) {
 	case methodInitialize:
 		return c.initialize(ctx, req)
 	case methodQuery:
-		return c.query(req)
+		return c.query(req, a, admitted)
 	case methodCancel:
 		return c.cancelQuery(req)
 	case methodApprove:
@@ -225,6 +262,11 @@ func decodeParams(req *jrpc2.Request, v any) error {
 	}
 	var raw json.RawMessage
 	req.UnmarshalParams(&raw)
+	return decodeRawParams(raw, v)
+}
+
+// decodeRawParams is decodeParams on the params' JSON.
+func decodeRawParams(raw json.RawMessage, v any) error {
 	if first(raw) != '{' {
 		return rpcError(CodeInvalidParams, "params must be an object", nil)
 	}
@@ -321,40 +363,100 @@ func (c *conn) sessionLocked() (*engine.Session, error) {
 	return s, nil
 }
 
-func (c *conn) query(req *jrpc2.Request) (any, error) {
+// arrived admits each agent.query request as it arrives, in arrival
+// order (jrpc2 runs the handlers concurrently, in any order): while the
+// connection has MaxConcurrentQueries queries admitted and not ended, a
+// valid query is refused here, so of queries sent back to back the first
+// ones are accepted and the later ones refused, and the accepted ones run
+// in the order sent. A query with invalid params is left to its handler,
+// which refuses it without taking a place.
+func (c *conn) arrived(id, method string, params json.RawMessage) *jrpc2.Error {
+	if method != methodQuery {
+		return nil
+	}
+	if _, _, err := parseQuery(params); err != nil {
+		return nil
+	}
+	limit := c.srv.opts.MaxConcurrentQueries
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.queries) + len(c.admitted); n >= limit {
+		return rpcError(CodeAgentError, fmt.Sprintf("%d queries are already in progress on this connection (the limit); wait for a stream.complete or cancel one", n),
+			reasonData(reasonTooManyQueries, "limit", limit))
+	}
+	a := admission{prev: c.tail, mine: make(chan struct{})}
+	c.tail = a.mine
+	c.admitted[id] = a
+	return nil
+}
+
+// parseQuery decodes and checks agent.query's params (raw JSON, absent or
+// null for none). Errors are -32602 naming the member.
+func parseQuery(raw json.RawMessage) (queryParams, engine.ModelRef, error) {
 	var p queryParams
-	if err := decodeParams(req, &p); err != nil {
-		return nil, err
+	if len(raw) > 0 && !isNull(raw) {
+		if err := decodeRawParams(raw, &p); err != nil {
+			return p, engine.ModelRef{}, err
+		}
 	}
 	if p.Message == nil || strings.TrimSpace(*p.Message) == "" {
-		return nil, rpcError(CodeInvalidParams, "message is required and must not be empty", map[string]any{"field": "message"})
+		return p, engine.ModelRef{}, rpcError(CodeInvalidParams, "message is required and must not be empty", map[string]any{"field": "message"})
 	}
 	var model engine.ModelRef
 	if p.Options != nil && p.Options.Model != "" {
 		ref, err := engine.ParseModelRef(p.Options.Model)
 		if err != nil {
-			return nil, rpcError(CodeInvalidParams, err.Error(), map[string]any{"field": "options.model"})
+			return p, engine.ModelRef{}, rpcError(CodeInvalidParams, err.Error(), map[string]any{"field": "options.model"})
 		}
 		model = ref
 	}
+	return p, model, nil
+}
+
+// query handles agent.query; a is its admission when it was admitted on
+// arrival (see arrived).
+func (c *conn) query(req *jrpc2.Request, a admission, admitted bool) (any, error) {
+	var raw json.RawMessage
+	if req.HasParams() {
+		req.UnmarshalParams(&raw)
+	}
+	p, model, err := parseQuery(raw)
+	if err != nil {
+		if admitted {
+			a.release()
+		}
+		return nil, err
+	}
 	o := c.srv.opts
 	c.mu.Lock()
+	var refuse error
 	switch {
 	case c.closing:
-		c.mu.Unlock()
-		return nil, rpcError(CodeAgentError, errShuttingDown.Error(), reasonData(reasonShuttingDown))
+		refuse = rpcError(CodeAgentError, errShuttingDown.Error(), reasonData(reasonShuttingDown))
 	case c.loading:
-		c.mu.Unlock()
-		return nil, rpcError(CodeAgentError, "a session.load is in progress; send the query after its result", reasonData(reasonBusy))
-	case len(c.queries) >= o.MaxConcurrentQueries:
-		c.mu.Unlock()
-		return nil, rpcError(CodeAgentError, fmt.Sprintf("%d queries are already in progress on this connection (the limit); wait for a stream.complete or cancel one", len(c.queries)),
+		refuse = rpcError(CodeAgentError, "a session.load is in progress; send the query after its result", reasonData(reasonBusy))
+	case !admitted && len(c.queries)+len(c.admitted) >= o.MaxConcurrentQueries:
+		// Not admitted on arrival (a notification): admitted now.
+		refuse = rpcError(CodeAgentError, fmt.Sprintf("%d queries are already in progress on this connection (the limit); wait for a stream.complete or cancel one", len(c.queries)+len(c.admitted)),
 			reasonData(reasonTooManyQueries, "limit", o.MaxConcurrentQueries))
 	}
-	sess, err := c.sessionLocked()
-	if err != nil {
+	var sess *engine.Session
+	if refuse == nil {
+		var err error
+		if sess, err = c.sessionLocked(); err != nil {
+			refuse = rpcError(CodeInternalError, "start a session: "+err.Error(), nil)
+		}
+	}
+	if refuse != nil {
 		c.mu.Unlock()
-		return nil, rpcError(CodeInternalError, "start a session: "+err.Error(), nil)
+		if admitted {
+			a.release()
+		}
+		return nil, refuse
+	}
+	if !admitted {
+		a = admission{prev: c.tail, mine: make(chan struct{})}
+		c.tail = a.mine
 	}
 	c.tctx.merge(p.Context)
 	tc := c.tctx
@@ -363,8 +465,7 @@ func (c *conn) query(req *jrpc2.Request) (any, error) {
 	q := &query{id: newQueryID()}
 	q.ctx, q.cancel = context.WithCancelCause(c.ctx)
 	c.queries[q.id] = q
-	prev, mine := c.tail, make(chan struct{})
-	c.tail = mine
+	prev, mine := a.prev, a.mine
 	c.queryWG.Add(1)
 	c.mu.Unlock()
 

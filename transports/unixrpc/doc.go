@@ -69,7 +69,9 @@
 // (embeds only), "code" (a name with code/coder in it) or "chat", loaded
 // as the provider reports it, and current: true for the engine's current
 // model; the list is cached for 30 s, and a provider that does not answer
-// within 2 s (or fails) is left out, and the list then not cached. Client capabilities: "streaming" and
+// within 2 s (or fails) is left out, and the list then not cached; one
+// that is not configured (OpenAI without an API key or a base URL) is
+// left out without being contacted. Client capabilities: "streaming" and
 // "tool_approval" are honoured (without tool_approval, calls that need
 // approval are denied by policy); a client that sends no capabilities
 // array gets everything. terminal_size is kept; config is accepted and

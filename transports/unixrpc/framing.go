@@ -115,6 +115,15 @@ type wire struct {
 	waiters  map[string]chan struct{} // by raw request id
 	inflight map[string]struct{}      // raw ids of requests not yet answered
 	closed   bool
+
+	// now is the rate limit's clock (time.Now; tests stop it).
+	now func() time.Time
+	// arrived, when set (before the connection starts), is called by
+	// Recv for each request it passes on, in the order the requests
+	// arrived (jrpc2 then runs their handlers concurrently), with the
+	// request's raw id (trimmed), method and params. A non-nil error
+	// refuses the request: Recv answers it and skips it.
+	arrived func(id, method string, params json.RawMessage) *jrpc2.Error
 }
 
 var _ channel.Channel = (*wire)(nil)
@@ -130,6 +139,7 @@ func newWire(c net.Conn, maxBytes int, perSecond int, writeTimeout time.Duration
 		bucket:   bucket{rate: float64(perSecond), burst: float64(perSecond)},
 		waiters:  map[string]chan struct{}{},
 		inflight: map[string]struct{}{},
+		now:      time.Now,
 	}
 }
 
@@ -229,9 +239,11 @@ func (w *wire) Recv() ([]byte, error) {
 }
 
 // admit validates one line as a JSON-RPC 2.0 request or notification and
-// takes a token from the rate limit. It answers what it refuses.
+// takes a token from the rate limit. It answers what it refuses. Recv
+// calls it for each line in the order the lines arrived, so the rate
+// limit (and the admission of queries, see arrived) follows arrival.
 func (w *wire) admit(line []byte) bool {
-	allowed, retry := w.bucket.take(time.Now())
+	allowed, retry := w.bucket.take(w.now())
 	if !json.Valid(line) {
 		w.reply(nil, rpcError(CodeParseError, "the line is not valid JSON", nil))
 		return false
@@ -314,6 +326,15 @@ func (w *wire) admit(line []byte) bool {
 			w.reply(id, rpcError(CodeInvalidRequest, fmt.Sprintf("a request with id %s is still in progress on this connection; use a new id", key),
 				reasonData(reasonDuplicateID, "id", id)))
 			return false
+		}
+		if w.arrived != nil {
+			if e := w.arrived(key, method, m["params"]); e != nil {
+				w.mu.Lock()
+				delete(w.inflight, key)
+				w.mu.Unlock()
+				w.reply(id, e)
+				return false
+			}
 		}
 	}
 	return true

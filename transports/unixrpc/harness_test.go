@@ -23,8 +23,11 @@ import (
 	"github.com/plexus-agent/plexus/transports/unixrpc"
 )
 
-// waitTimeout bounds every wait of the tests.
-const waitTimeout = 20 * time.Second
+// waitTimeout bounds every wait of the tests. Only a hang may reach it:
+// on a loaded 2-core machine under the race detector, a 10 MB message
+// alone can take over 20 s to go through, and a test that fails because
+// the machine is slow says nothing about the code.
+const waitTimeout = 2 * time.Minute
 
 // step is one scripted model reply: chunks of text (delay apart), then
 // tool calls. gate, when set, holds the reply (after the chunks) until it

@@ -3,8 +3,11 @@ package unixrpc
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -334,9 +337,10 @@ func (m *hungModel) ListModels(context.Context) ([]engine.ModelInfo, error) {
 	return nil, errors.New("released")
 }
 
-// TestModelEntriesHungProvider: a provider that ignores its context
-// delays the first listing by modelsTimeout at most (the other provider is
-// listed), and stale lists start one background refresh at a time.
+// TestModelEntriesHungProvider: a provider that ignores its context does
+// not hold the first listing (which ends at modelsTimeout with the other
+// provider listed), and stale lists start one background refresh at a
+// time.
 func TestModelEntriesHungProvider(t *testing.T) {
 	hung := &hungModel{release: make(chan struct{})}
 	defer close(hung.release)
@@ -348,11 +352,11 @@ func TestModelEntriesHungProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	// The hung provider answers only when the test ends: that the
+	// listing returns at all shows it waited for its own timer, not for
+	// the provider (no bound on how long that took: the machine may be
+	// loaded).
 	es := s.modelEntries(context.Background())
-	if took := time.Since(start); took > modelsTimeout+time.Second {
-		t.Errorf("the first listing took %v", took)
-	}
 	if len(es) != 1 || es[0].Name != "p:m1" {
 		t.Errorf("models %+v", es)
 	}
@@ -365,5 +369,114 @@ func TestModelEntriesHungProvider(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if n := hung.calls.Load(); n > 2 {
 		t.Errorf("%d listings of the hung provider; stale lists must start one refresh at a time", n)
+	}
+}
+
+// unconfiguredModel is a provider that lacks configuration.
+type unconfiguredModel struct {
+	engine.Model
+	calls atomic.Int32
+}
+
+func (m *unconfiguredModel) ListModels(context.Context) ([]engine.ModelInfo, error) {
+	m.calls.Add(1)
+	return nil, &engine.ModelError{Provider: "openai", Kind: engine.ErrNotConfigured, Message: "not configured: set OPENAI_API_KEY"}
+}
+
+// TestModelEntriesNotConfigured: a provider that is not configured is left
+// out of initialize's models without making the list partial, so the
+// list is cached rather than asked for again within modelsPartialTTL.
+func TestModelEntriesNotConfigured(t *testing.T) {
+	nc := &unconfiguredModel{}
+	eng, err := engine.New(engine.Options{Models: map[string]engine.Model{"openai": nc, "p": &flakyModel{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Engine: eng, Workspace: &engine.Workspace{Root: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := s.modelEntries(context.Background()); len(es) != 1 || es[0].Name != "p:m1" {
+		t.Errorf("models %+v", es)
+	}
+	s.modelsMu.Lock()
+	partial := s.modelsPartial
+	s.modelsMu.Unlock()
+	if partial {
+		t.Error("a provider that is not configured made the list partial")
+	}
+}
+
+// TestRateLimitArrivalOrder: with the clock stopped, of requests sent back
+// to back the first ones (as many as the burst) are passed on and the
+// later ones refused, in arrival order, the rate limit being taken as each
+// line is read; a refused request never reaches the handlers.
+func TestRateLimitArrivalOrder(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	w := newWire(server, 1<<20, 5, 0, slog.New(slog.DiscardHandler), nil)
+	stopped := time.Now()
+	w.now = func() time.Time { return stopped }
+	const n = 9
+	go func() {
+		for i := range n {
+			fmt.Fprintf(client, `{"jsonrpc":"2.0","id":%d,"method":"context.update","params":{}}`+"\n", i+1)
+		}
+	}()
+	refused := make(chan string, n)
+	go func() {
+		r := bufio.NewReader(client)
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var m struct {
+				ID    json.RawMessage `json:"id"`
+				Error struct{ Data struct{ Reason string } }
+			}
+			json.Unmarshal(line, &m)
+			if m.Error.Data.Reason == reasonRateLimited {
+				refused <- string(m.ID)
+			}
+		}
+	}()
+	var passed []string
+	for len(passed) < 5 {
+		line, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct{ ID json.RawMessage }
+		json.Unmarshal(line, &m)
+		passed = append(passed, string(m.ID))
+	}
+	if got := strings.Join(passed, ","); got != "1,2,3,4,5" {
+		t.Errorf("passed on %s, want the first five", got)
+	}
+	// The next Recv reads the rest and refuses each (then waits for more
+	// until the client closes).
+	recvDone := make(chan []byte, 1)
+	go func() {
+		line, _ := w.Recv()
+		recvDone <- line
+	}()
+	var got []string
+	for len(got) < n-5 {
+		select {
+		case id := <-refused:
+			got = append(got, id)
+		case line := <-recvDone:
+			t.Fatalf("a request over the limit was passed on: %s", line)
+		case <-time.After(time.Minute):
+			t.Fatalf("refused %v, then nothing", got)
+		}
+	}
+	if strings.Join(got, ",") != "6,7,8,9" {
+		t.Errorf("refused %v, want 6,7,8,9", got)
+	}
+	client.Close()
+	if line := <-recvDone; line != nil {
+		t.Errorf("a request over the limit was passed on: %s", line)
 	}
 }

@@ -379,6 +379,60 @@ func TestConcurrentQueryLimit(t *testing.T) {
 	}
 }
 
+// TestQueriesAdmittedInArrivalOrder: four agent.query requests written
+// back to back in one write (each reply held open): the first three are
+// accepted and the fourth refused, every time, and the accepted ones run
+// in the order sent. A query with invalid params among them takes no
+// place.
+func TestQueriesAdmittedInArrivalOrder(t *testing.T) {
+	e := newEnv(t)
+	gate := make(chan struct{})
+	defer close(gate)
+	for _, p := range []string{"q1", "q2", "q3", "q4", "q5"} {
+		e.model.set(p, step{chunks: []string{"working on " + p}, gate: gate})
+	}
+	for round := range 8 {
+		c := e.initialized(t)
+		var b strings.Builder
+		for i, p := range []string{"q1", "", "q2", "q3", "q4", "q5"} {
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"agent.query","params":{"message":%q}}`+"\n", 100+i, p)
+		}
+		c.writeRaw(b.String())
+		want := []string{"accepted", "invalid", "accepted", "accepted", "refused", "refused"}
+		for i, w := range want {
+			r := c.response(fmt.Sprint(100 + i))
+			got := "accepted"
+			switch {
+			case errCode(r) == -32602:
+				got = "invalid"
+			case errCode(r) == -32000 && strings.Contains(string(r.Error.Data), `"reason":"too_many_queries"`):
+				got = "refused"
+			case r.Error != nil:
+				got = r.raw
+			}
+			if got != w {
+				t.Fatalf("round %d: request %d (%d in order) was %s, want %s", round, 100+i, i+1, got, w)
+			}
+		}
+		// The first query sent runs; the others wait their turn (and are
+		// cancelled with the connection).
+		first := c.response("100").str("query_id")
+		c.await(0, "the first query's stream", func(m msg) bool {
+			return (m.Method == "stream.token" || m.Method == "stream.tokens") && m.str("query_id") == first
+		})
+		c.nc.Close()
+	}
+	users := e.model.userMessages()
+	if len(users) < 8 {
+		t.Errorf("the model was asked %d times in 8 rounds", len(users))
+	}
+	for _, u := range users {
+		if !strings.HasPrefix(u, "q1") {
+			t.Errorf("the model was asked %q; only q1, the first query of each round, may run", u)
+		}
+	}
+}
+
 func TestSeveralClients(t *testing.T) {
 	e := newEnv(t)
 	const n = 6

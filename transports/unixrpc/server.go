@@ -305,7 +305,9 @@ func (s *Server) dropConn(c *conn) {
 
 // modelEntries is initialize's models: every model of every loaded
 // provider as PROVIDER:MODEL; a provider that does not answer within
-// modelsTimeout is left out, and the current model is always listed.
+// modelsTimeout is left out, as is one that is not configured
+// (engine.ErrNotConfigured, which does not make the list partial), and the
+// current model is always listed.
 //
 // The handshake must stay fast (the contract asks for under 50 ms) even
 // when a provider is down, so the list is served from a cache: the first
@@ -384,6 +386,11 @@ collect:
 		select {
 		case a := <-answers:
 			got[a.i] = true
+			if errors.Is(a.err, engine.ErrNotConfigured) {
+				// Skipped, not failed: asking again will not help.
+				s.log.Debug("list models: not configured", "provider", providers[a.i], "error", a.err)
+				continue
+			}
 			if a.err != nil {
 				s.log.Warn("list models", "provider", providers[a.i], "error", a.err)
 				failed[a.i] = true

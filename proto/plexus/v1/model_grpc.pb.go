@@ -34,7 +34,11 @@ const (
 // NOT_FOUND for an unknown model, FAILED_PRECONDITION for a model that lacks
 // a capability (tools, embeddings), UNAVAILABLE when the provider's server
 // cannot be reached, INVALID_ARGUMENT for a bad request; the status message
-// is the provider's own words.
+// is the provider's own words. A provider that lacks the configuration it
+// needs (an API key, a server address) answers at once, contacting nothing,
+// with FAILED_PRECONDITION carrying a google.rpc.ErrorInfo detail of domain
+// "plexus" and reason "NOT_CONFIGURED", its message saying what to set;
+// model listings then report it as not configured.
 type ModelServiceClient interface {
 	// Configure passes provider settings (base URL, API key, ...). The engine
 	// calls it after every (re)start of the plugin, before any other call.
@@ -114,7 +118,11 @@ func (c *modelServiceClient) Embed(ctx context.Context, in *EmbedRequest, opts .
 // NOT_FOUND for an unknown model, FAILED_PRECONDITION for a model that lacks
 // a capability (tools, embeddings), UNAVAILABLE when the provider's server
 // cannot be reached, INVALID_ARGUMENT for a bad request; the status message
-// is the provider's own words.
+// is the provider's own words. A provider that lacks the configuration it
+// needs (an API key, a server address) answers at once, contacting nothing,
+// with FAILED_PRECONDITION carrying a google.rpc.ErrorInfo detail of domain
+// "plexus" and reason "NOT_CONFIGURED", its message saying what to set;
+// model listings then report it as not configured.
 type ModelServiceServer interface {
 	// Configure passes provider settings (base URL, API key, ...). The engine
 	// calls it after every (re)start of the plugin, before any other call.

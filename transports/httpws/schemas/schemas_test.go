@@ -680,7 +680,7 @@ func TestValidMessages(t *testing.T) {
 		{"tool progress", "tool.execute",
 			`{"type":"tool.execute","seq":1,"call_id":"c","tool_name":"run","args":{},"status":"started","progress":{"progress":{"message":"half","percentage":50}}}`},
 		{"plan step status", "agent.plan",
-			`{"type":"agent.plan","seq":1,"steps":[{"step_number":1,"description":"d","status":"in_progress"}],"rationale":""}`},
+			`{"type":"agent.plan","seq":1,"steps":[{"step_number":1,"description":"d","files_involved":[],"status":"in_progress"}],"rationale":""}`},
 		{"server error with unknown member", "server.error",
 			`{"type":"server.error","seq":0,"error":{"code":"INVALID_REQUEST","message":"m","recoverable":true,"details":{"field":"/message"}},"future":1}`},
 	} {
@@ -699,6 +699,8 @@ func TestInvalidMessages(t *testing.T) {
 			`{"type":"client.approval_response","approved":true}`, "request_id"},
 		{"missing approved", "client.approval_response",
 			`{"type":"client.approval_response","request_id":"r"}`, "approved"},
+		{"plan step without files_involved", "agent.plan",
+			`{"type":"agent.plan","seq":1,"steps":[{"step_number":1,"description":"d"}],"rationale":""}`, "files_involved"},
 		{"bad scope", "client.approval_response",
 			`{"type":"client.approval_response","request_id":"r","approved":true,"scope":"some"}`, "scope"},
 		{"file scope without a file", "client.approval_response",
@@ -796,7 +798,8 @@ func TestRESTBodies(t *testing.T) {
 		{"session", "Session", `{"session_id":"ses_0123456789abcdef","workspace_id":"ws_0123456789ab","created_at":"2025-12-30T10:35:12Z","busy":false,"turns":1,"last_seq":9,
 		  "state":{"pending_patches":[],"applied_patches":[],"pending_approvals":[],"current_step":0,"total_steps":0,"busy":false,"last_seq":9},
 		  "messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","name":"read_file","arguments":{"path":"a"}}]},{"role":"tool","content":"{}","tool_call_id":"c1","tool_name":"read_file"}]}`, true},
-		{"models", "ModelList", `{"models":[{"provider":"ollama","model_name":"llama3","capabilities":["chat"],"loaded":true}],"current":null,"errors":[{"provider":"openai","message":"no key"}]}`, true},
+		{"models", "ModelList", `{"models":[{"provider":"ollama","model_name":"llama3","capabilities":["completion"],"loaded":true}],"current":null,"errors":[{"provider":"ollama","message":"down"}],"not_configured":[{"provider":"openai","message":"not configured: set OPENAI_API_KEY"}]}`, true},
+		{"models without not_configured", "ModelList", `{"models":[],"current":null,"errors":[]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := compile(tc.schema).Validate(decode(t, tc.body))
