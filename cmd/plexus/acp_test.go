@@ -318,3 +318,56 @@ func TestACPLiveOllamaUsage(t *testing.T) {
 		t.Errorf("config options %v", opts.ConfigOptions)
 	}
 }
+
+// TestACPKilledMidTurnThenLoaded kills plexus (SIGKILL) while a turn
+// streams after a tool call, starts it again and loads the session: the
+// replay has the interrupted turn, every tool call in it ended, and the
+// session takes the next prompt.
+func TestACPKilledMidTurnThenLoaded(t *testing.T) {
+	ws, dataDir := calcWorkspace(t), t.TempDir()
+	script := scriptFile(t,
+		`{"text": "Reading first.", "tool_calls": [{"name": "read_file", "arguments": {"path": "calc.go"}}]}`,
+		`{"text": "`+countToForty+`", "delay_ms": 50}`)
+	a := startACP(t, ws, script, dataDir, nil)
+	sid := a.open(t, map[string]any{}, []any{})
+	if _, err := a.c.Start("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": "Read and count"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.c.WaitFor(driverCtx(t), func() bool { return strings.Contains(a.agentText(), "three") }); err != nil {
+		t.Fatal(err)
+	}
+	a.p.mu.Lock()
+	a.p.cmd.Process.Kill()
+	a.p.mu.Unlock()
+	a.p.stop()
+
+	b := startACP(t, ws, script, dataDir, nil)
+	b.call(t, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, nil)
+	b.call(t, "session/load", map[string]any{"sessionId": sid, "cwd": ws, "mcpServers": []any{}}, nil)
+	users := b.updates("user_message_chunk")
+	if len(users) != 1 || !strings.HasPrefix(mapOf(users[0]["content"])["text"].(string), "Read and count") {
+		t.Errorf("replayed user messages %v", users)
+	}
+	status := map[string]string{}
+	for _, u := range append(b.updates("tool_call"), b.updates("tool_call_update")...) {
+		if s, _ := u["status"].(string); s != "" {
+			status[u["toolCallId"].(string)] = s
+		}
+	}
+	if len(status) != 1 {
+		t.Errorf("replayed tool calls %v", status)
+	}
+	for id, s := range status {
+		if s != "completed" && s != "failed" {
+			t.Errorf("replayed tool call %s ended %q", id, s)
+		}
+	}
+	if !strings.Contains(b.agentText(), "Reading first.") {
+		t.Errorf("replayed text %q", b.agentText())
+	}
+	// The interrupted turn kept no answer: the next prompt plays the
+	// counting line again, to its end.
+	if stop := b.prompt(t, sid, "Count again"); stop != "end_turn" || !strings.HasSuffix(b.agentText(), "forty") {
+		t.Errorf("after the load: %q %q", stop, b.agentText())
+	}
+}

@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	plexusBin = filepath.Join(dir, "plexus")
-	if out, err := exec.Command("go", "build", "-o", plexusBin, ".").CombinedOutput(); err != nil {
+	if bin := os.Getenv(testBinEnv); bin != "" {
+		plexusBin = bin // built by the parent test process
+	} else if out, err := exec.Command("go", "build", "-o", plexusBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build plexus: %v\n%s", err, out)
 		os.Exit(1)
 	}

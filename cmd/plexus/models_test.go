@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -83,5 +88,46 @@ func TestModelsListedTheSameEverywhere(t *testing.T) {
 	if hello["type"] != "server.hello" || model["model_name"] != script || !slices.Equal(model["capabilities"].([]any), wantCaps) {
 		data, _ := json.Marshal(hello)
 		t.Errorf("server.hello's model is not as REST lists it (%v): %s", wantCaps, data)
+	}
+}
+
+// TestTaskServerNotConfigured: the task front-end with an OpenAI model and
+// no API key or base URL is not ready, and /health says the provider is
+// not configured (and what to set), not that it cannot be reached.
+func TestTaskServerNotConfigured(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	cmd := exec.Command(plexusBin, "serve", "--transport", "task", "--addr", "127.0.0.1:0", "-w", t.TempDir(), "--model", "openai:gpt-4o-mini")
+	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "ZU_ROOT="+t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		close(found)
+	}()
+	u, ok := <-found
+	if !ok {
+		t.Fatal("plexus serve --transport task did not start")
+	}
+	resp, err := http.Get(strings.TrimSuffix(u, "/api/task/process") + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "openai is not configured") || !strings.Contains(string(body), "OPENAI_API_KEY") {
+		t.Errorf("/health: %d %s", resp.StatusCode, body)
 	}
 }

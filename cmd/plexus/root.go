@@ -43,6 +43,8 @@ type globalFlags struct {
 	// persistSessions is set by serve --transport http and acp: sessions and
 	// registered workspaces are then kept in plexus.db.
 	persistSessions bool
+	// timeouts are --tool-timeout and --plugin-timeout (timeouts.go).
+	timeouts timeoutFlags
 }
 
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -66,11 +68,11 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.workspace, "workspace", "w", ".", "workspace directory the agent works in")
 	pf.StringVarP(&g.model, "model", "m", "", "model as PROVIDER:MODEL (default $PLEXUS_MODEL)")
-	pf.StringSliceVar(&g.pluginDirs, "plugin-dir", nil, "directories searched for plexus-tool-NAME and plexus-model-NAME plugins, repeatable (default $PLEXUS_PLUGIN_PATH, else $XDG_DATA_HOME/plexus/plugins)")
+	pf.StringSliceVar(&g.pluginDirs, "plugin-dir", nil, "directories searched for plexus-tool-NAME and plexus-model-NAME plugins, repeatable (default $PLEXUS_PLUGIN_PATH, else $XDG_DATA_HOME/plexus/plugins, ~/.local/share/plexus/plugins when XDG_DATA_HOME is unset)")
 	pf.StringVar(&g.ollamaHost, "ollama-host", "", "Ollama server URL (default $OLLAMA_HOST, else http://127.0.0.1:11434)")
-	pf.StringVar(&g.openaiBaseURL, "openai-base-url", "", "OpenAI-compatible API base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1)")
+	pf.StringVar(&g.openaiBaseURL, "openai-base-url", "", "OpenAI-compatible API base URL (default $OPENAI_BASE_URL, else https://api.openai.com/v1 when an API key is set; with neither, the OpenAI provider is not configured and never contacted)")
 	pf.StringVar(&g.openaiAPIKey, "openai-api-key", "", "API key for the OpenAI-compatible server (default $OPENAI_API_KEY)")
-	pf.StringVar(&g.dataDir, "data-dir", "", "where Plexus keeps its database (code index) (default $PLEXUS_DATA_DIR, else $XDG_DATA_HOME/plexus)")
+	pf.StringVar(&g.dataDir, "data-dir", "", "where Plexus keeps its database (code index) (default $PLEXUS_DATA_DIR, else $XDG_DATA_HOME/plexus, ~/.local/share/plexus when XDG_DATA_HOME is unset)")
 	pf.StringVar(&g.embedModel, "embed-model", "", "model that embeds code for vector search, PROVIDER:MODEL, or none (default: the --model)")
 	pf.StringVar(&g.rerankModel, "rerank-model", "", "model that reranks retrieved code after the feature-based rerank, PROVIDER:MODEL (default: none)")
 	pf.StringVar(&g.mcpConfig, "mcp-config", "", `MCP servers whose tools the agent may call, a JSON file {"mcpServers": {NAME: {"command": ..., "args": [...]} or {"url": ...}}} (default $PLEXUS_MCP_CONFIG, else DATA_DIR/mcp.json when it exists)`)
@@ -78,6 +80,7 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	pf.DurationVar(&g.keepAlive, "keep-alive", 0, "how long Ollama keeps the model loaded after a call, e.g. 30m (0: Ollama's default)")
 	pf.IntVar(&g.maxSteps, "max-steps", engine.DefaultMaxSteps, "most model calls in one turn")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default $PLEXUS_LOG_LEVEL, else warn)")
+	g.timeouts.register(pf)
 	root.PersistentPreRun = func(*cobra.Command, []string) { g.applyEnvDefaults() }
 
 	root.AddCommand(

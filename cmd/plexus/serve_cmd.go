@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/engine/index"
 	"github.com/plexus-agent/plexus/transports/httpws"
 	"github.com/plexus-agent/plexus/transports/lspstdio"
@@ -310,7 +311,10 @@ func modelReady(rt *runtime) func(context.Context) error {
 			_, err := rt.engine.ListModels(cctx, ref.Provider)
 			cancel()
 			last = nil
-			if err != nil {
+			switch {
+			case errors.Is(err, engine.ErrNotConfigured):
+				last = fmt.Errorf("the model provider %s is not configured: %v", ref.Provider, err)
+			case err != nil:
 				last = fmt.Errorf("the model provider %s cannot be reached: %v", ref.Provider, err)
 			}
 		}

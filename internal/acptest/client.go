@@ -251,12 +251,13 @@ func (c *Client) WriteLine(s string) error {
 func (c *Client) Start(method string, params any) (<-chan Message, error) {
 	c.mu.Lock()
 	c.next++
-	id := strconv.Itoa(c.next)
+	n := c.next
+	id := strconv.Itoa(n)
 	ch := make(chan Message, 1)
 	c.pending[id] = ch
 	c.methods[id] = method
 	c.mu.Unlock()
-	return ch, c.send(map[string]any{"jsonrpc": "2.0", "id": c.next, "method": method, "params": params})
+	return ch, c.send(map[string]any{"jsonrpc": "2.0", "id": n, "method": method, "params": params})
 }
 
 // Call sends a request and waits for its response. A JSON-RPC error is

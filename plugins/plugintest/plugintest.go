@@ -14,17 +14,26 @@
 //     typed errors for unknown tools and bad arguments, concurrent calls,
 //     and a prompt exit when the host stops it.
 //
-// A plugin author's test, with the SDK of package plugins:
+// A plugin author's tests, with the SDK of package plugins, from
+// examples/plexus-tool-loc/main_test.go:
 //
-//	func TestCountLines(t *testing.T) {
-//		ts := plugintest.StartTool(t, must(plugins.NewToolset(plugins.NewTool(countLines{}))))
-//		res, err := ts.Invoke(ctx, engine.InvokeRequest{Tool: "count_lines_of_code",
-//			Args: json.RawMessage(`{"path":"."}`), WorkspaceRoot: dir}, func(engine.ToolUpdate) {})
+//	func TestToolOverGRPC(t *testing.T) {
+//		impl, err := plugins.NewToolset(plugins.NewTool(countLines{}))
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		ts := plugintest.StartTool(t, impl)
 //		...
 //	}
 //
 //	func TestConformance(t *testing.T) {
-//		plugintest.Conformance(t, buildMyPlugin(t)) // the path of the built binary
+//		...
+//		bin := filepath.Join(t.TempDir(), "plexus-tool-loc")
+//		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+//			t.Fatalf("go build: %v\n%s", err, out)
+//		}
+//		r := plugintest.Conformance(t, bin)
+//		...
 //	}
 package plugintest
 

@@ -3,6 +3,7 @@ package acp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -577,5 +578,157 @@ func TestBadInputKeepsServing(t *testing.T) {
 	}
 	if stop, err := e.prompt(t, sid, "still serving?"); err != nil || stop != "end_turn" {
 		t.Errorf("prompt after bad input: %q %v", stop, err)
+	}
+}
+
+// TestPlanModeUpdateAndRememberedRejection: update_plan becomes a plan
+// update; a mode set through the config option is confirmed with
+// current_mode_update; reject_always is remembered, so the same change is
+// refused next time without asking.
+func TestPlanModeUpdateAndRememberedRejection(t *testing.T) {
+	write := `{"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}}`
+	script := writeScript(t,
+		`{"text": "Planning.", "tool_calls": [{"name": "update_plan", "arguments": {"steps": [{"description": "Write notes", "files_involved": ["notes.txt"], "status": "in_progress"}, {"description": "Report", "status": "pending"}]}}, `+write+`]}`,
+		`{"text": "first: {{ get (get (.Result \"write_file\") \"patch\") \"status\" }}"}`,
+		`{"text": "Again.", "tool_calls": [`+write+`]}`,
+		`{"text": "second: {{ get (get (.Result \"write_file\") \"patch\") \"status\" }}"}`)
+	root := t.TempDir()
+	testtree.Write(t, root, calcFiles)
+	var mu sync.Mutex
+	asked := 0
+	e := newEnv(t, root, t.TempDir(), script, func(method string, _ json.RawMessage) (any, *acptest.RPCError) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "reject_always"}}, nil
+	}, acp.Options{})
+	e.initialize(t, map[string]any{})
+	sid := e.newSession(t)
+	e.call(t, "session/set_config_option", map[string]any{"sessionId": sid, "configId": "mode", "value": "ask"}, nil)
+	if stop, err := e.prompt(t, sid, "Write notes"); err != nil || stop != "end_turn" {
+		t.Fatalf("%q %v", stop, err)
+	}
+	if stop, err := e.prompt(t, sid, "Write notes again"); err != nil || stop != "end_turn" {
+		t.Fatalf("%q %v", stop, err)
+	}
+	ups := e.client.Updates()
+	var plans, modes []map[string]any
+	for _, u := range ups {
+		var m map[string]any
+		json.Unmarshal(u.Update, &m)
+		switch u.Kind() {
+		case "plan":
+			plans = append(plans, m)
+		case "current_mode_update":
+			modes = append(modes, m)
+		}
+	}
+	if len(modes) != 1 || modes[0]["currentModeId"] != "ask" {
+		t.Errorf("mode updates %v", modes)
+	}
+	if len(plans) != 1 {
+		t.Fatalf("plans %v", plans)
+	}
+	entries := plans[0]["entries"].([]any)
+	first := entries[0].(map[string]any)
+	if len(entries) != 2 || first["content"] != "Write notes (notes.txt)" || first["status"] != "in_progress" || first["priority"] != "medium" ||
+		entries[1].(map[string]any)["status"] != "pending" {
+		t.Errorf("plan entries %v", entries)
+	}
+	_, calls := toolCalls(ups)
+	kinds := map[string]int{}
+	for _, c := range calls {
+		kinds[c.Kind]++
+	}
+	if kinds["think"] != 1 || kinds["edit"] != 2 {
+		t.Errorf("tool call kinds %v", kinds)
+	}
+	got := text(ups, "agent_message_chunk")
+	if !strings.Contains(got, "first: rejected") || !strings.Contains(got, "second: rejected") {
+		t.Errorf("text %q", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("asked %d times; reject_always should have been remembered", asked)
+	}
+	if _, err := os.Stat(filepath.Join(root, "notes.txt")); err == nil {
+		t.Error("notes.txt was written")
+	}
+}
+
+// TestConcurrentSessions runs prompts in four sessions of one connection
+// at once: each answers end_turn and gets exactly its own updates.
+func TestConcurrentSessions(t *testing.T) {
+	root := t.TempDir()
+	testtree.Write(t, root, calcFiles)
+	e := newEnv(t, root, t.TempDir(), writeScript(t,
+		`{"text": "Reading.", "tool_calls": [{"name": "read_file", "arguments": {"path": "calc.go"}}]}`,
+		`{"text": "calc.go has {{ get (.Result \"read_file\") \"total_lines\" }} lines.", "delay_ms": 5}`), nil, acp.Options{})
+	e.initialize(t, map[string]any{})
+	const n = 4
+	sids := make([]string, n)
+	for i := range sids {
+		sids[i] = e.newSession(t)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for _, sid := range sids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.client.Call(ctxT(t), "session/prompt", map[string]any{"sessionId": sid,
+				"prompt": []any{map[string]any{"type": "text", "text": "How long is calc.go?"}}})
+			if err != nil || !strings.Contains(string(res), "end_turn") {
+				errs <- fmt.Errorf("%s: %s %v", sid, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	per := map[string][]acptest.Update{}
+	for _, u := range e.client.Updates() {
+		per[u.SessionID] = append(per[u.SessionID], u)
+	}
+	for _, sid := range sids {
+		if got := text(per[sid], "agent_message_chunk"); got != "Reading.calc.go has 7 lines." {
+			t.Errorf("session %s text %q", sid, got)
+		}
+		order, calls := toolCalls(per[sid])
+		if len(order) != 1 || calls[order[0]].Status != "completed" {
+			t.Errorf("session %s tool calls %v", sid, order)
+		}
+	}
+}
+
+// TestPermissionCancelledOutcome: a client that cancels the turn answers
+// its pending permission request "cancelled" (as ACP requires); the
+// prompt then answers cancelled, nothing is written, and the edit's tool
+// call ends failed.
+func TestPermissionCancelledOutcome(t *testing.T) {
+	root := t.TempDir()
+	testtree.Write(t, root, calcFiles)
+	e := newEnv(t, root, t.TempDir(), writeScript(t, editScript[1:]...), func(method string, _ json.RawMessage) (any, *acptest.RPCError) {
+		return map[string]any{"outcome": map[string]any{"outcome": "cancelled"}}, nil
+	}, acp.Options{})
+	e.initialize(t, map[string]any{})
+	sid := e.newSession(t)
+	if stop, err := e.prompt(t, sid, "Fix Add"); err != nil || stop != "cancelled" {
+		t.Fatalf("%q %v", stop, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "calc.go")); string(got) != calcFiles["calc.go"] {
+		t.Errorf("calc.go changed:\n%s", got)
+	}
+	order, calls := toolCalls(e.client.Updates())
+	if len(order) != 2 {
+		t.Fatalf("tool calls %v", order)
+	}
+	for _, id := range order {
+		if calls[id].Status != "failed" {
+			t.Errorf("%s ended %q", calls[id].Title, calls[id].Status)
+		}
 	}
 }

@@ -7,7 +7,7 @@
 //
 // Usage (what `plexus serve --transport acp` does):
 //
-//	srv := acp.New(acp.Options{Engine: eng, Patches: store, MCP: startMCP, Logger: logger})
+//	srv := acp.New(acp.Options{Engine: eng, Logger: logger}) // and Patches, MCP: see Options
 //	err := srv.Serve(ctx, os.Stdin, os.Stdout)
 //
 // The JSON-RPC connection, the wire types and their validation are
@@ -105,7 +105,8 @@
 //     its "path", "file_path", "paths" and "cwd" arguments name (with the
 //     start line), and for a search the files it found; kind is read,
 //     edit, delete, search, execute, fetch, think (update_plan) or other,
-//     from the tool's spec and name. Streamed output and progress show as
+//     from the tool's spec and name; _meta.tool_name is the tool's name
+//     (ACP v1 has no field for it). Streamed output and progress show as
 //     the call's text content (the last 16 KiB); a completed call shows
 //     its summary and has the result as rawOutput; a failed or denied one
 //     says why.
@@ -144,7 +145,8 @@
 // option): ask (the default: the policy decides, then the editor is
 // asked), accept_edits (patch sets are applied without asking; commands
 // and other changes still ask), read_only (every change is refused,
-// whatever the policy allows: engine.TurnOptions.ReadOnly). The "model"
+// whatever the policy allows: engine.TurnOptions.ReadOnly). A session's
+// mode lives on the connection: a loaded session starts in ask. The "model"
 // config option (category model) lists the models of the loaded providers
 // that can chat and call tools (or do not say), and the current one;
 // setting it checks the model (engine.Session.SetModel) and refuses one

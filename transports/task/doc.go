@@ -8,7 +8,8 @@
 // Usage (what `plexus serve --transport task` does):
 //
 //	srv, err := task.New(task.Options{Engine: eng, Workspace: ws, ZURoot: os.Getenv("ZU_ROOT"),
-//		Ready: providerReachable, Logger: logger})
+//		Ready: func(ctx context.Context) error { return nil }, // is the model provider answering?
+//		Logger: logger})
 //	if err != nil {
 //		return err
 //	}

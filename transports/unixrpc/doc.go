@@ -4,7 +4,7 @@
 // [--socket PATH] runs it:
 //
 //	ln, err := unixrpc.Listen(path) // path from --socket, else unixrpc.DefaultSocketPath()
-//	srv, err := unixrpc.New(unixrpc.Options{Engine: eng, Workspace: ws, Logger: log})
+//	srv, err := unixrpc.New(unixrpc.Options{Engine: eng, Workspace: ws, Logger: logger})
 //	go srv.Serve(ln)
 //	...
 //	srv.Shutdown(ctx) // on SIGTERM: removes the socket file
@@ -182,7 +182,11 @@
 // retry_after_ms}, a notification over it is dropped), 3 concurrent
 // queries per connection (queries accepted and without their
 // stream.complete; a fourth gets -32000 with data {reason:
-// "too_many_queries", limit: 3}). The table's codes are used thus: -32700
+// "too_many_queries", limit: 3}). Both limits are applied to requests in
+// the order they arrive, as each line is read (before the requests are
+// handled concurrently, see Concurrency): of queries sent back to back
+// the first three are accepted and the fourth refused, every time, and
+// accepted queries run one after another in that order. The table's codes are used thus: -32700
 // invalid JSON; -32600 invalid JSON-RPC, batches, an oversized message,
 // before or repeated initialize, a duplicate request id; -32601 unknown
 // methods; -32602 invalid params (a missing or mistyped member, named in

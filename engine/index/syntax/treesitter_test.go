@@ -2,6 +2,7 @@ package syntax
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -513,5 +514,41 @@ func TestParseBudget(t *testing.T) {
 	ok := []byte("const a = 1;\n")
 	if a, err := Analyze(LangTSX, ok, Options{}); err != nil || a.Fallback != nil || len(a.Symbols) != 1 {
 		t.Fatalf("after a cancelled parse: %v %+v", err, a)
+	}
+}
+
+// TestParserAfterCancelAnywhere cancels parses of a real file after 1, 2,
+// 3, ... progress callbacks, so that some land while tree-sitter balances
+// the finished tree, and parses normally after each. tree-sitter's
+// ts_parser_reset does not clear the state of a cancelled balancing (v0.25:
+// canceled_balancing), and a reused parser then aborts the process on its
+// next parse (assertion self->finished_tree.ptr); a cancelled parser must
+// not go back to the pool.
+func TestParserAfterCancelAnywhere(t *testing.T) {
+	var b strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&b, "def f%d(a, b):\n    return [a + b * %d for _ in range(3)]\n\n", i, i)
+	}
+	src := []byte(b.String())
+	ok := []byte("def g():\n    pass\n")
+	defer func(f func(int) int) { callBudget = f }(callBudget)
+	cancelled := 0
+	for limit := 1; ; limit++ {
+		callBudget = func(int) int { return limit }
+		a, err := Analyze(LangPython, src, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		callBudget = parseCallBudget
+		if got, err := Analyze(LangPython, ok, Options{}); err != nil || got.Fallback != nil || len(got.Symbols) != 1 {
+			t.Fatalf("after a parse cancelled at %d callbacks: %v %+v", limit, err, got)
+		}
+		if a.Fallback == nil {
+			break // the whole parse fits: every cancellation point was tried
+		}
+		cancelled++
+	}
+	if cancelled == 0 {
+		t.Fatal("no parse was cancelled")
 	}
 }
