@@ -22,6 +22,8 @@
 //     stream), and Session.State (pending patches and approvals, the plan
 //     step) is rebuilt from the events; a patch approval outlives its turn
 //     (Session.AnswerPending). ImportSession restores a saved conversation.
+//     What is stored when, and what a restart does with an interrupted
+//     turn, is the durability model of engine/store's documentation.
 //
 // Every turn produces one ordered stream of typed events (see Event), each
 // with a session sequence number. Front-ends (transports/*) are mappings of

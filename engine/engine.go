@@ -66,10 +66,11 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxSteps caps model calls per turn (default DefaultMaxSteps).
 	MaxSteps int
-	// ToolTimeout is the deadline of one tool call (default
-	// DefaultToolTimeout, 11 minutes: above run_command's own 600 s
-	// maximum, so the tool's limit, which returns partial output, acts
-	// first). Tools enforce their own, shorter limits.
+	// ToolTimeout is the deadline of one tool call whose ToolSpec has no
+	// Timeout of its own (default DefaultToolTimeout, 11 minutes: above
+	// run_command's own 600 s maximum, so the tool's limit, which returns
+	// partial output, acts first). Tools enforce their own, shorter
+	// limits. Running tool-call events carry the time left (Remaining).
 	ToolTimeout time.Duration
 	// MaxToolResultBytes caps the tool result text handed to the model
 	// (default DefaultMaxToolResultBytes); longer results are cut and

@@ -96,6 +96,8 @@ func (tb *toolbox) Tools(context.Context) ([]engine.ToolSpec, error) {
 		{Name: "fail", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true},
 		{Name: "slow", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true},
 		{Name: "big", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true},
+		// A tool whose source sets its own deadline.
+		{Name: "slow_timed", InputSchema: schema, Risk: engine.RiskLow, ReadOnly: true, Timeout: 60 * time.Millisecond},
 	}, nil
 }
 
@@ -110,7 +112,7 @@ func (tb *toolbox) Invoke(ctx context.Context, req engine.InvokeRequest, on func
 		return engine.JSONResult(map[string]any{"files_modified": []string{"a.go"}}, "wrote a.go")
 	case "fail":
 		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeNotFound, "no such file: x.go")
-	case "slow":
+	case "slow", "slow_timed":
 		<-ctx.Done()
 		return engine.ToolResult{}, ctx.Err()
 	case "big":
@@ -417,6 +419,51 @@ func TestToolTimeout(t *testing.T) {
 	}
 	if res.Status != engine.TurnCompleted {
 		t.Errorf("status = %s", res.Status)
+	}
+}
+
+// TestToolTimeoutPerTool: a tool's own Timeout (from its plugin or MCP
+// server configuration) is its deadline, not Options.ToolTimeout (issue 20
+// item 8: one fixed deadline for every tool).
+func TestToolTimeoutPerTool(t *testing.T) {
+	f := newFixture(t, engine.Options{ToolTimeout: 10 * time.Minute},
+		step{calls: []engine.ToolCall{call("c1", "slow_timed", `{}`)}}, step{text: "ok"})
+	done := make(chan struct{})
+	var events []engine.Event
+	go func() {
+		defer close(done)
+		_, events = f.run(t, context.Background(), "slow", engine.TurnOptions{})
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call still runs 60 s later: its own 60 ms deadline was not applied")
+	}
+	var failed *engine.ToolCallEvent
+	for _, e := range events {
+		if d, ok := e.Data.(*engine.ToolCallEvent); ok && d.Status == engine.ToolFailed {
+			failed = d
+		}
+	}
+	if failed == nil || failed.ErrorCode != engine.ToolCodeTimeout || !strings.Contains(failed.Error, "did not finish within 60ms") {
+		t.Fatalf("failed event = %+v", failed)
+	}
+}
+
+// TestRunningEventsCarryRemainingTime: progress of a running call says how
+// long it has left before its deadline.
+func TestRunningEventsCarryRemainingTime(t *testing.T) {
+	f := newFixture(t, engine.Options{ToolTimeout: 90 * time.Second},
+		step{calls: []engine.ToolCall{call("c1", "read", `{}`)}}, step{text: "ok"})
+	_, events := f.run(t, context.Background(), "read", engine.TurnOptions{})
+	var running *engine.ToolCallEvent
+	for _, e := range events {
+		if d, ok := e.Data.(*engine.ToolCallEvent); ok && d.Status == engine.ToolRunning {
+			running = d
+		}
+	}
+	if running == nil || running.Remaining <= 0 || running.Remaining > 90*time.Second {
+		t.Fatalf("running event %+v: want the time left of the 90 s deadline", running)
 	}
 }
 

@@ -109,6 +109,10 @@ type ToolCallEvent struct {
 	ErrorCode ToolErrorCode   `json:"error_code,omitempty"`
 	// Duration of the call, set when it ends.
 	Duration time.Duration `json:"duration_ns,omitempty"`
+	// Remaining is, on running events of a tool run by the engine, the time
+	// left before the call's deadline (ToolSpec.Timeout, else
+	// Options.ToolTimeout) when the event was emitted.
+	Remaining time.Duration `json:"remaining_ns,omitempty"`
 }
 
 // ApprovalEvent is emitted just before the engine asks the Host to approve

@@ -68,7 +68,9 @@ func (s *Session) Workspace() *Workspace { return s.workspace }
 func (s *Session) Created() time.Time { return s.created }
 
 // History returns a copy of the conversation so far (user, assistant and
-// tool messages, without the system prompt).
+// tool messages, without the system prompt). A running turn's messages
+// join it when the turn ends; its request is in the session store from
+// the turn's first event on (see the durability model in engine/store).
 func (s *Session) History() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Toolset is the set of tools a turn may call. Implementations must be safe
@@ -48,6 +49,10 @@ type ToolSpec struct {
 	// writing, ToolKindCommand for tools that run their "command"
 	// argument in a shell, "" otherwise.
 	Kind string `json:"kind,omitempty"`
+	// Timeout is the deadline of one call of the tool, set by the tool's
+	// source (a plugin or MCP server configured with its own); 0 means
+	// Options.ToolTimeout.
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 }
 
 // Tool kinds.

@@ -282,7 +282,7 @@ func (t *turn) callTool(ctx context.Context, call ToolCall, r *response) (string
 	case call.Name == planToolSpec.Name:
 		res, err = t.updatePlan(call.Args)
 	case t.clientTools[call.Name]:
-		res, err = t.invokeOnClient(ctx, call)
+		res, err = t.invokeOnClient(ctx, call, spec)
 	case t.e.opts.Tools == nil:
 		err = ToolErrorf(ToolCodeUnknownTool, "no tools are loaded")
 	default:
@@ -357,7 +357,9 @@ func (t *turn) invoke(ctx context.Context, call ToolCall, spec ToolSpec, cmd *Co
 			settings["env.allow"] = strings.Join(cs.Env, ",")
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolTimeout)
+	timeout := t.e.toolTimeout(spec)
+	deadline := time.Now().Add(timeout)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	res, err := t.e.opts.Tools.Invoke(cctx, InvokeRequest{
 		CallID: call.ID, Tool: call.Name, Args: call.Args,
@@ -366,22 +368,33 @@ func (t *turn) invoke(ctx context.Context, call ToolCall, spec ToolSpec, cmd *Co
 	}, func(u ToolUpdate) {
 		e := ev(ToolRunning)
 		e.Update = &u
+		e.Remaining = max(time.Until(deadline), 0)
 		t.emit(e)
 	})
 	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
-		err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s", call.Name, t.e.opts.ToolTimeout)
+		err = ToolErrorf(ToolCodeTimeout, "%s did not finish within %s (its tool deadline)", call.Name, timeout)
 	}
 	return res, err
 }
 
+// toolTimeout is the deadline of one call of the tool spec describes: its
+// own Timeout, else Options.ToolTimeout.
+func (e *Engine) toolTimeout(spec ToolSpec) time.Duration {
+	if spec.Timeout > 0 {
+		return spec.Timeout
+	}
+	return e.opts.ToolTimeout
+}
+
 // invokeOnClient hands an approved call of a client tool to the Host,
 // with the tool deadline.
-func (t *turn) invokeOnClient(ctx context.Context, call ToolCall) (ToolResult, error) {
-	cctx, cancel := context.WithTimeout(ctx, t.e.opts.ToolTimeout)
+func (t *turn) invokeOnClient(ctx context.Context, call ToolCall, spec ToolSpec) (ToolResult, error) {
+	timeout := t.e.toolTimeout(spec)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := t.opts.Host.(ClientToolHost).InvokeClientTool(cctx, call)
 	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
-		err = ToolErrorf(ToolCodeTimeout, "the client did not answer %s within %s", call.Name, t.e.opts.ToolTimeout)
+		err = ToolErrorf(ToolCodeTimeout, "the client did not answer %s within %s", call.Name, timeout)
 	}
 	return res, err
 }

@@ -12,6 +12,18 @@
 // named plexus-tool-NAME or plexus-model-NAME and installed into a plugin
 // directory with Install (`plexus plugins install`).
 //
+// A plugin in a module of its own requires github.com/plexus-agent/plexus:
+// a published version once there is one (go get
+// github.com/plexus-agent/plexus/plugins@VERSION), until then a local
+// checkout through a replace directive (go mod edit -replace
+// github.com/plexus-agent/plexus=DIR) or a Go workspace (go work init .
+// DIR); Install builds a directory with go build, so all three work for
+// `plexus plugins install ./DIR`. Install of MODULE@VERSION runs go
+// install, which refuses a module whose go.mod has replace directives;
+// Install then explains that and names them (sdkdep_test.go tests each).
+// Install refuses the name of a built-in plugin (ErrShadowed): the host
+// always uses the built-in.
+//
 // The host side (Manager) discovers built-in and third-party plugins,
 // launches each as a separate process on first use, turns the gRPC services
 // of proto/plexus/v1 back into engine interfaces, supervises the processes
@@ -36,15 +48,42 @@
 //     once through the real handshake as the host would (kind check: a
 //     plugin registers only its own kind's gRPC service, so the other
 //     kind answers Unimplemented), renames it into place (0755) and
-//     writes its lock entry, replacing an earlier one.
+//     writes its lock entry, replacing an earlier one. A failed handshake
+//     names its likely cause (another program's magic cookie, output on
+//     stdout, another architecture or protocol version, a start-up
+//     failure) and shows the last lines the plugin wrote on stderr.
 //   - The host launches a third-party plugin only if its directory's lock
-//     file lists it (else ErrNotLocked, with the install command to run),
-//     and passes its SHA-256 to go-plugin's SecureConfig, which hashes the
-//     file right before starting it; a mismatch is a *ChecksumError
-//     (ErrChecksumMismatch) naming the file, the lock file and both sums.
-//     A refused start counts as a failed start: retried only after the
-//     usual backoff. Verify checks every entry and reports binaries not
-//     in the lock file.
+//     file lists it (else ErrNotLocked, with the install command to run).
+//     It opens the binary, checks that open file against the entry's
+//     SHA-256 and executes the same open file (on Linux through
+//     /proc/self/fd; a #! script by its path, which its interpreter opens
+//     again), so a file renamed over the path after the check is not what
+//     runs. A mismatch is a *ChecksumError (ErrChecksumMismatch) naming the
+//     file, the lock file and both sums; an unreadable binary wraps
+//     ErrChecksumUnverified. A refused start counts as a failed start:
+//     retried only after the usual backoff. Verify checks every entry and
+//     reports binaries not in the lock file.
+//   - A binary is hashed once per file identity (FileIdentity: device,
+//     inode, size, modification and status-change times in nanoseconds,
+//     from fstat of the open file). After a hash that matched, the
+//     identity is recorded with the sum, in memory and in
+//     Options.VerifiedCache (plexus uses DATA_DIR/plugins-verified.json,
+//     mode 0600); a later launch whose binary still has that identity and
+//     whose entry still has that sum skips the hash (a stat instead of
+//     reading the file: 20 MB took 20-45 ms). Why this keeps the lock
+//     file's guarantee: any write to the file sets its ctime to the
+//     current time, a replaced file is another inode, and nothing but the
+//     kernel sets a ctime (utimes can put the mtime back, not the ctime);
+//     undoing that needs the system clock or the raw device, that is,
+//     root, which owns the host anyway. A hash started within 2 s of the
+//     file's last change is not recorded (a write in the same timestamp
+//     tick would leave the ctime as it was: git's "racily clean" problem;
+//     2 s covers the coarsest file-system timestamps), and an identity
+//     that changes while the file is hashed fails the launch. The cache
+//     file is ignored if it is not owned by the user or is writable by
+//     others; whoever can write it runs as that user already, and a
+//     record can only vouch for the exact identity that was hashed, never
+//     make a changed file pass.
 //   - Built-in plugins are not checksummed: they are the plexus binary the
 //     user ran, re-executed (recording its own sum would be circular, and
 //     anyone who can change it controls the host anyway).
@@ -59,13 +98,21 @@
 //     because it filters each command's environment itself by its own
 //     allow-list and the policy's env names), plus go-plugin's handshake
 //     variables.
-//   - Plugin sockets are created in a directory private to the Manager
-//     (mode 0700, under $XDG_RUNTIME_DIR, else the temporary directory;
-//     removed by Close). go-plugin v1.8.0 honours UnixSocketConfig.TempDir
-//     only with a RunnerFunc, so the host sets PLUGIN_UNIX_SOCKET_DIR in
-//     the plugin's environment itself. The host's own broker socket for
-//     host callbacks is still created by go-plugin in the host's
-//     temporary directory (mode per umask).
+//   - Containment (package contain): a third-party plugin is the first
+//     process of a PID namespace of its own (inside a user namespace that
+//     maps only the user's ids when plexus is unprivileged), with the
+//     parent-death signal SIGKILL, so every process it starts, daemons and
+//     setsid included, ends when it exits, when Close stops it, and when
+//     plexus is killed, even with SIGKILL. Where no namespace can be made,
+//     and for built-in plugins (the shell tool contains its own commands),
+//     a plugin leads a session of its own and Close kills what is left in
+//     it. The mode in use is logged at debug level and shown by `plexus
+//     plugins`.
+//   - A plugin's stdin is /dev/null (it never sees a stdio front-end's
+//     requests); its stdout carries only the handshake.
+//   - Plugin sockets, and the host's side of the broker, are created in a
+//     directory private to the Manager (mode 0700, under
+//     $XDG_RUNTIME_DIR, else the temporary directory; removed by Close).
 //
 // Debugging: a plugin binary run with --debug (a built-in: `plexus plugin
 // serve KIND NAME --debug`) serves in go-plugin's reattach (test) mode and
@@ -81,11 +128,22 @@
 // ErrDebugPluginGone, saying to start it again under the debugger.
 // Malformed JSON in the variable is an error at startup (ParseReattach).
 //
+// Deadlines: a call of a tool plugin's tools has Options.Timeouts' entry
+// for that plugin as its engine.ToolSpec.Timeout (plexus:
+// --plugin-timeout NAME=DURATION), else the engine's Options.ToolTimeout
+// (plexus: --tool-timeout); it reaches the plugin as the call context's
+// deadline.
+//
 // Wire details:
 //   - Handshake: magic cookie PLEXUS_PLUGIN, protocol versions negotiated
 //     through go-plugin's VersionedPlugins (version 1 today); gRPC only.
 //   - Each process serves one kind, "tool" (plexus.v1.ToolService) or
 //     "model" (plexus.v1.ModelService), and registers only that service.
+//   - Tool calls go over ToolService.Calls streams (calls.go): one call at
+//     a time per long-lived stream, a pool of idle streams per plugin
+//     process, the deadline as timeout_ms, cancellation by cancelling the
+//     stream; a plugin that does not serve Calls gets Invoke, a stream per
+//     call.
 //   - Host callbacks (plexus.v1.HostService) are served by the host on one
 //     go-plugin GRPCBroker stream per plugin process; its id travels in
 //     every InvokeRequest and call_id ties a callback to its call.

@@ -24,6 +24,9 @@ var (
 	// ErrNotPlugin: a binary is not a Plexus plugin of the kind its name
 	// says (no handshake, or it does not serve that kind).
 	ErrNotPlugin = errors.New("not a Plexus plugin")
+	// ErrShadowed: a plugin would be installed under the kind and name of
+	// a built-in plugin, which the host always uses instead.
+	ErrShadowed = errors.New("plugin name taken by a built-in plugin")
 )
 
 // ChecksumError is a plugin binary whose SHA-256 differs from its lock

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +39,10 @@ type InstallOptions struct {
 	// Stderr receives the go command's output as it runs; nil keeps it for
 	// the error.
 	Stderr io.Writer
+	// Builtins are the plugins the host has built in (Options.Builtins).
+	// The host always uses a built-in over a third-party plugin of the
+	// same kind and name, so installing under such a name is refused.
+	Builtins []Ref
 	// Env, StartTimeout and Logger are as in Options, for the one launch
 	// that checks the plugin.
 	Env          []string
@@ -59,7 +65,8 @@ type Installed struct {
 // through the real handshake to check it is a Plexus plugin of the kind its
 // name says (a tool plugin lists its tools), then moves it into place
 // atomically (mode 0755) and records it in the directory's lock file,
-// replacing an earlier entry. Errors: an invalid name, no go command for a
+// replacing an earlier entry. Errors: an invalid name, the name of a
+// built-in plugin (ErrShadowed), no go command for a
 // source that needs building, a failed build (the go command's output is
 // in the error unless it went to opts.Stderr), ErrNotPlugin, and I/O
 // errors. Nothing is left behind when it fails.
@@ -87,6 +94,11 @@ func Install(ctx context.Context, opts InstallOptions) (*Installed, error) {
 			return nil, fmt.Errorf("--name %q: want plexus-tool-NAME or plexus-model-NAME, NAME of lower-case letters, digits, '-' and '_'", opts.Name)
 		}
 		return nil, fmt.Errorf("cannot tell the plugin's kind and name from %q: name it plexus-tool-NAME or plexus-model-NAME, or pass --name plexus-tool-NAME", src.name)
+	}
+	if slices.Contains(opts.Builtins, ref) {
+		return nil, fmt.Errorf("%w: %q is the name of a built-in %s plugin, which plexus always uses instead of a plugin installed under that name, so %s would never run; "+
+			"install it under another name with --name %s (for example %s)",
+			ErrShadowed, ref.Name, ref.Kind, BinaryName(ref), BinaryName(Ref{Kind: ref.Kind, Name: "NAME"}), BinaryName(Ref{Kind: ref.Kind, Name: "my-" + ref.Name}))
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -206,7 +218,7 @@ func probe(ctx context.Context, opts InstallOptions, ref Ref, path string, entry
 	}
 	defer os.RemoveAll(sockDir)
 	popts := &Options{Logger: opts.Logger, StartTimeout: opts.StartTimeout, Env: opts.Env, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
-	p := newProcess(Info{Ref: ref, Path: path, Lock: &entry}, popts, opts.Logger, sockDir)
+	p := newProcess(Info{Ref: ref, Path: path, Lock: &entry}, popts, opts.Logger, sockDir, newVerifier("", opts.Logger))
 	p.probe = true
 	defer p.close()
 	if _, _, err := p.get(ctx); err != nil {
@@ -304,6 +316,10 @@ func classifySource(s string) (*source, error) {
 			return err
 		}
 		if err := goCommand(ctx, "", []string{"GOBIN=" + gobin}, stderr, "install", s); err != nil {
+			var ge *goError
+			if errors.As(err, &ge) && strings.Contains(strings.Join(strings.Fields(ge.output), " "), "contains one or more replace directives") {
+				return replaceErr(ctx, pkg, ver, err)
+			}
 			return err
 		}
 		built := filepath.Join(gobin, packageName(pkg))
@@ -315,7 +331,8 @@ func classifySource(s string) (*source, error) {
 }
 
 // goCommand runs the go command in dir with env added, its output going
-// to stderr (or into the error when stderr is nil).
+// to stderr (and, when stderr is nil, into the error). A failure is a
+// *goError, which keeps the output either way.
 func goCommand(ctx context.Context, dir string, env []string, stderr io.Writer, args ...string) error {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -327,16 +344,78 @@ func goCommand(ctx context.Context, dir string, env []string, stderr io.Writer, 
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if stderr != nil {
-		cmd.Stdout, cmd.Stderr = stderr, stderr
+		w := io.MultiWriter(&out, stderr)
+		cmd.Stdout, cmd.Stderr = w, w
 	}
 	if err := cmd.Run(); err != nil {
 		msg := fmt.Sprintf("go %s failed: %v", strings.Join(args, " "), err)
 		if stderr == nil && out.Len() > 0 {
 			msg += "\n" + strings.TrimRight(out.String(), "\n")
 		}
-		return errors.New(msg)
+		return &goError{msg: msg, output: out.String()}
 	}
 	return nil
+}
+
+// goError is a failed go command and what it printed.
+type goError struct {
+	msg    string
+	output string
+}
+
+func (e *goError) Error() string { return e.msg }
+
+// replaceErr explains why `go install pkg@ver` refused the module: its
+// go.mod has replace directives, which the go command honours only in the
+// module's own checkout. It names them when the module's go.mod can be
+// read (go mod download of the longest prefix of pkg that is a module).
+func replaceErr(ctx context.Context, pkg, ver string, cause error) error {
+	module, replaces := moduleReplaces(ctx, pkg, ver)
+	what := "its go.mod"
+	if module != "" {
+		what = fmt.Sprintf("the go.mod of module %s@%s", module, ver)
+	}
+	if len(replaces) > 0 {
+		what += " (" + strings.Join(replaces, "; ") + ")"
+	}
+	return fmt.Errorf("%s@%s cannot be installed by version: %s has replace directives, and `go install PKG@VERSION` refuses such modules because a "+
+		"replacement applies only in the module's own checkout. A plugin that replaces the Plexus SDK with a local checkout is the usual case "+
+		"(github.com/plexus-agent/plexus has no published version yet). Clone the plugin's repository, with any directory a replace names, "+
+		"and run `plexus plugins install ./DIR` in it; or have its author require only published versions. %w", pkg, ver, what, cause)
+}
+
+// moduleReplaces finds the module providing pkg at ver and lists its
+// replace directives as "OLD => NEW"; "" and none when it cannot tell.
+func moduleReplaces(ctx context.Context, pkg, ver string) (string, []string) {
+	for mod := pkg; mod != "." && mod != "/" && mod != ""; mod = path.Dir(mod) {
+		var dl struct{ GoMod string }
+		out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod+"@"+ver).Output()
+		if err != nil || json.Unmarshal(out, &dl) != nil || dl.GoMod == "" {
+			continue
+		}
+		var gm struct {
+			Replace []struct {
+				Old, New struct{ Path, Version string }
+			}
+		}
+		out, err = exec.CommandContext(ctx, "go", "mod", "edit", "-json", dl.GoMod).Output()
+		if err != nil || json.Unmarshal(out, &gm) != nil {
+			return mod, nil
+		}
+		var rs []string
+		for _, r := range gm.Replace {
+			old, new := r.Old.Path, r.New.Path
+			if r.Old.Version != "" {
+				old += "@" + r.Old.Version
+			}
+			if r.New.Version != "" {
+				new += "@" + r.New.Version
+			}
+			rs = append(rs, "replace "+old+" => "+new)
+		}
+		return mod, rs
+	}
+	return "", nil
 }
 
 // copyFile copies src to a new file dst.

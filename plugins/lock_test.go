@@ -219,7 +219,7 @@ func TestInstall(t *testing.T) {
 	sum, _ := plugins.FileSHA256(pluginBin)
 	e := inst.Entry
 	if e.Kind != "tool" || e.Name != "test" || e.File != "plexus-tool-test" || e.SHA256 != sum || e.Version != "(devel)" ||
-		!slices.Equal(e.ProtocolVersions, []int{plugins.ProtocolVersion}) || e.Source != pluginBin || inst.Replaced || len(inst.Tools) != 11 {
+		!slices.Equal(e.ProtocolVersions, []int{plugins.ProtocolVersion}) || e.Source != pluginBin || inst.Replaced || len(inst.Tools) != 13 {
 		t.Errorf("installed %+v, %d tools", inst, len(inst.Tools))
 	}
 	fi, err := os.Stat(inst.Path)
@@ -257,7 +257,7 @@ func TestInstall(t *testing.T) {
 	}{
 		{"name from a file that is not a plugin name", plugins.InstallOptions{Source: pluginBin}, "cannot tell the plugin's kind and name from \"testplugin\"", nil},
 		{"bad name", plugins.InstallOptions{Source: pluginBin, Name: "plexus-tool-Bad"}, `--name "plexus-tool-Bad": want plexus-tool-NAME`, nil},
-		{"not a plugin", plugins.InstallOptions{Source: hello, Name: "plexus-tool-hello"}, "not a Plexus plugin: it did not complete the Plexus plugin handshake: Unrecognized remote plugin message: hello", plugins.ErrNotPlugin},
+		{"not a plugin", plugins.InstallOptions{Source: hello, Name: "plexus-tool-hello"}, `not a Plexus plugin: it printed "hello" on stdout instead of the plugin handshake`, plugins.ErrNotPlugin},
 		{"no such file", plugins.InstallOptions{Source: "./no/such/plugin"}, "no such file or directory", nil},
 		{"bad package", plugins.InstallOptions{Source: "example.invalid/x@"}, "not a file, a directory or a Go package path", nil},
 	} {
@@ -562,5 +562,61 @@ func TestInstallPluginThatFailsAtStart(t *testing.T) {
 	}
 	if _, statErr := os.Stat(filepath.Join(dir, "plexus-tool-dies")); !errors.Is(statErr, os.ErrNotExist) {
 		t.Errorf("the failed plugin was left in the directory: %v", statErr)
+	}
+}
+
+// TestManagerHashesOncePerIdentity: a third-party plugin's binary is
+// hashed at its first launch only; later Managers sharing the
+// VerifiedCache (later plexus processes) check its file identity instead
+// (issue 16: every launch hashed the whole binary, 20 MB here).
+func TestManagerHashesOncePerIdentity(t *testing.T) {
+	dir := pluginDir(t, "plexus-tool-test")
+	cache := filepath.Join(t.TempDir(), "verified.json")
+	// A hash within 2 s of the binary's last change is not recorded (see
+	// racyWindow); the test binary may have just been built.
+	if fi, err := os.Stat(pluginBin); err == nil {
+		ctime := time.Unix(fi.Sys().(*syscall.Stat_t).Ctim.Unix())
+		time.Sleep(time.Until(ctime.Add(2100 * time.Millisecond)))
+	}
+	launch := func() string {
+		logs := &logBuffer{}
+		m := newManager(t, plugins.Options{Dirs: []string{dir}, VerifiedCache: cache,
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		if _, _, err := invoke(t, m.Toolset(), "noop", `{}`); err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+		return logs.String()
+	}
+	if logs := launch(); !strings.Contains(logs, "plugin binary hashed") {
+		t.Fatalf("first launch did not hash the binary:\n%s", logs)
+	}
+	for i := range 2 {
+		logs := launch()
+		if strings.Contains(logs, "plugin binary hashed") || !strings.Contains(logs, "verified by its file identity") {
+			t.Fatalf("launch %d hashed the binary again:\n%s", i+2, logs)
+		}
+	}
+}
+
+// TestInstallRefusesBuiltinName: a plugin installed under the name of a
+// built-in would never run (the built-in always wins), so Install refuses
+// it and says what to do (issue 20 item 9: it succeeded and the warning
+// came only at use).
+func TestInstallRefusesBuiltinName(t *testing.T) {
+	dir := t.TempDir()
+	_, err := plugins.Install(context.Background(), plugins.InstallOptions{Source: pluginBin, Name: "plexus-tool-fs", Dir: dir,
+		Builtins: []plugins.Ref{{Kind: "tool", Name: "fs"}, {Kind: "model", Name: "ollama"}}})
+	if !errors.Is(err, plugins.ErrShadowed) || !strings.Contains(err.Error(), `"fs" is the name of a built-in tool plugin`) ||
+		!strings.Contains(err.Error(), "--name plexus-tool-NAME") {
+		t.Fatalf("err = %v, want ErrShadowed saying to choose another name", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused install left %v", entries)
+	}
+	// The same name as another kind is no clash.
+	if _, err := plugins.Install(context.Background(), plugins.InstallOptions{Source: pluginBin, Name: "plexus-model-fs", Dir: dir,
+		Builtins: []plugins.Ref{{Kind: "tool", Name: "fs"}}}); err != nil {
+		t.Fatal(err)
 	}
 }

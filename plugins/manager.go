@@ -63,6 +63,10 @@ type Options struct {
 	// Settings are passed to model plugins through Configure, by provider
 	// name.
 	Settings map[string]map[string]string
+	// Timeouts are the deadlines of one call of a tool plugin's tools, by
+	// plugin name (engine.ToolSpec.Timeout); a plugin not listed gets the
+	// engine's Options.ToolTimeout.
+	Timeouts map[string]time.Duration
 	// Logger receives host and plugin logs; nil discards them.
 	Logger *slog.Logger
 	// StartTimeout bounds a plugin's start, handshake and first
@@ -88,6 +92,15 @@ type Options struct {
 	// directory, removed by Close; default $XDG_RUNTIME_DIR, else
 	// os.TempDir().
 	RuntimeDir string
+	// VerifiedCache is a file (created mode 0600) where the Manager
+	// records which binary identities it verified against their lock
+	// files, so that later processes skip hashing them; "" keeps the
+	// records in memory, for this Manager only. See the package
+	// documentation, "Installation and verification".
+	VerifiedCache string
+
+	// invokePerCall: tool calls use Invoke, never Calls (benchmarks).
+	invokePerCall bool
 }
 
 // pluginName is what NAME may be in plexus-tool-NAME.
@@ -100,6 +113,7 @@ type Manager struct {
 	log       *slog.Logger
 	procs     []*process // built-ins first, then by directory order and name
 	socketDir string
+	verifier  *verifier
 
 	toolset *Toolset
 	once    sync.Once
@@ -134,7 +148,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, log: opts.Logger, socketDir: socketDir}
+	m := &Manager{opts: opts, log: opts.Logger, socketDir: socketDir, verifier: newVerifier(opts.VerifiedCache, opts.Logger)}
 	var infos []Info
 	seen := map[Ref]string{}
 	add := func(info Info) {
@@ -162,7 +176,7 @@ func NewManager(opts Options) (*Manager, error) {
 		}
 	}
 	for _, info := range infos {
-		m.procs = append(m.procs, newProcess(info, &m.opts, m.log, socketDir))
+		m.procs = append(m.procs, newProcess(info, &m.opts, m.log, socketDir, m.verifier))
 	}
 	m.toolset = &Toolset{m: m}
 	return m, nil

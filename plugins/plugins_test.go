@@ -27,6 +27,9 @@ import (
 var pluginBin string
 
 func TestMain(m *testing.M) {
+	if v := os.Getenv(envTestHost); v != "" {
+		os.Exit(testHost(v))
+	}
 	dir, err := os.MkdirTemp("", "plexus-plugins-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -192,7 +195,7 @@ func TestToolRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(specs) != 11 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
+	if len(specs) != 13 || specs[0].Name != "noop" || specs[0].Risk != engine.RiskLow || !specs[0].ReadOnly {
 		t.Fatalf("specs = %+v", specs)
 	}
 	res, updates, err := invoke(t, ts, "echo", `{"text":"hello"}`)
@@ -700,8 +703,8 @@ func TestBrokenPluginLeavesOthersUsable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `start tool plugin "broken"`) {
 		t.Errorf("err = %v, want it to name the broken plugin", err)
 	}
-	if len(specs) != 11 {
-		t.Errorf("got %d tools from the working plugin, want 11", len(specs))
+	if len(specs) != 13 {
+		t.Errorf("got %d tools from the working plugin, want 13", len(specs))
 	}
 	if _, _, err := invoke(t, ts, "noop", `{}`); err != nil {
 		t.Error(err)
@@ -747,5 +750,104 @@ func TestRunByHand(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || !bytes.Contains(out, []byte("plugin")) {
 		t.Errorf("running the plugin by hand: %v\n%s", err, out)
+	}
+}
+
+// TestCloseDoesNotWaitForBackoff crashes a plugin whose restart backoff is
+// ten minutes: Close must return without waiting it out (issue 14: `plexus
+// run` exited up to 10 s after its turn because Close slept through the
+// backoff of a crash-looping plugin).
+func TestCloseDoesNotWaitForBackoff(t *testing.T) {
+	m, err := plugins.NewManager(plugins.Options{
+		Dirs:       []string{pluginDir(t, "plexus-tool-test")},
+		MinBackoff: 10 * time.Minute, MaxBackoff: 10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The crash schedules a restart after the backoff.
+	if _, _, err := invoke(t, m.Toolset(), "crash", `{}`); !errors.Is(err, engine.ErrPluginCrashed) {
+		m.Close()
+		t.Fatalf("err = %v, want a crash", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close is still waiting after 30 s: it waits out the restart backoff (10 minutes)")
+	}
+}
+
+// TestCallsShareALongLivedStream: tool calls go over the plugin's Calls
+// stream, one stream reused call after call (issue 16: a stream per call
+// cost more than a unary gRPC call); with the Calls stream turned off,
+// over Invoke. TestConcurrentCallsDuringCrash runs calls at once.
+func TestCallsShareALongLivedStream(t *testing.T) {
+	stream := func(ts engine.Toolset) (method, id string) {
+		t.Helper()
+		res, _, err := invoke(t, ts, "stream", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct{ Method, Stream string }
+		if err := json.Unmarshal(res.Content, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Method, r.Stream
+	}
+	ts := newManager(t, plugins.Options{}).Toolset()
+	method, first := stream(ts)
+	if method != "/plexus.v1.ToolService/Calls" {
+		t.Fatalf("the call arrived on %s, want the Calls stream", method)
+	}
+	for range 3 {
+		if _, id := stream(ts); id != first {
+			t.Fatalf("a later call arrived on stream %s, want the first call's %s", id, first)
+		}
+	}
+	m := newManager(t, plugins.Options{})
+	plugins.UseInvokePerCall(m)
+	if method, _ := stream(m.Toolset()); method != "/plexus.v1.ToolService/Invoke" {
+		t.Errorf("with Calls turned off, the call arrived on %s, want Invoke", method)
+	}
+}
+
+// TestTimeoutsPerPlugin: a plugin's Options.Timeouts entry becomes the
+// Timeout of each of its tools, the engine's deadline for their calls
+// (issue 20 item 8).
+func TestTimeoutsPerPlugin(t *testing.T) {
+	ts := newManager(t, plugins.Options{Timeouts: map[string]time.Duration{"test": 3 * time.Second}}).Toolset()
+	specs, err := ts.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if s.Timeout != 3*time.Second {
+			t.Errorf("%s: Timeout %s, want 3s", s.Name, s.Timeout)
+		}
+	}
+	other := newManager(t, plugins.Options{Timeouts: map[string]time.Duration{"other": time.Second}}).Toolset()
+	specs, _ = other.Tools(context.Background())
+	if len(specs) == 0 || specs[0].Timeout != 0 {
+		t.Errorf("a plugin without an entry: specs %+v, want Timeout 0 (the engine's default)", specs)
+	}
+}
+
+// TestPluginWithoutCallsUsesInvoke: a plugin built with an SDK from before
+// ToolService.Calls answers it Unimplemented; its calls go over Invoke.
+func TestPluginWithoutCallsUsesInvoke(t *testing.T) {
+	ts := newManager(t, plugins.Options{Dirs: []string{pluginDir(t, "plexus-tool-oldsdk")}}).Toolset()
+	for range 2 {
+		res, _, err := invoke(t, ts, "stream", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(res.Content, []byte(`"method":"/plexus.v1.ToolService/Invoke"`)) {
+			t.Fatalf("result %s, want the call on Invoke", res.Content)
+		}
 	}
 }

@@ -2,22 +2,24 @@ package plugins
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/plexus-agent/plexus/engine"
+	"github.com/plexus-agent/plexus/plugins/contain"
 )
 
 // errClosed is returned by calls made after Manager.Close.
@@ -30,16 +32,18 @@ type process struct {
 	info      Info
 	opts      *Options
 	log       *slog.Logger
-	socketDir string // the private directory the plugin's socket goes in
-	probe     bool   // started by Install: a model gets no settings
+	socketDir string    // the private directory the plugin's socket goes in
+	probe     bool      // started by Install: a model gets no settings
+	verifier  *verifier // checks third-party binaries against the lock file
 
 	mu       sync.Mutex
 	client   *plugin.Client
 	rpc      plugin.ClientProtocol
 	raw      any // *toolClient or *modelClient of the live process
 	pid      int
-	proto    int    // negotiated protocol version of the live process
-	gen      uint64 // increments with every successful start
+	runner   *pluginRunner // of the live process, or of a start in progress
+	proto    int           // negotiated protocol version of the live process
+	gen      uint64        // increments with every successful start
 	started  time.Time
 	specs    []engine.ToolSpec // tool plugins: Describe of the live process
 	starting chan struct{}     // non-nil while a start is pending; closed when it ends
@@ -47,11 +51,12 @@ type process struct {
 	failures int               // consecutive crashes and failed starts
 	restarts int
 	closed   bool
-	gone     error // a debug attach whose process exited: not restarted
+	quit     chan struct{} // closed by close: ends a backoff wait at once
+	gone     error         // a debug attach whose process exited: not restarted
 }
 
-func newProcess(info Info, opts *Options, log *slog.Logger, socketDir string) *process {
-	return &process{info: info, opts: opts, log: log.With("plugin", info.Name, "kind", info.Kind), socketDir: socketDir}
+func newProcess(info Info, opts *Options, log *slog.Logger, socketDir string, v *verifier) *process {
+	return &process{info: info, opts: opts, log: log.With("plugin", info.Name, "kind", info.Kind), socketDir: socketDir, verifier: v, quit: make(chan struct{})}
 }
 
 // get returns the live process's client, starting (or waiting for a
@@ -113,16 +118,23 @@ func (p *process) backoffLocked() time.Duration {
 	return d
 }
 
-// startLocked launches a start attempt after delay in the background.
+// startLocked launches a start attempt after delay in the background. The
+// delay ends early when the process is closed, and launch then does
+// nothing, so close never waits out a backoff.
 func (p *process) startLocked(delay time.Duration) {
 	ch := make(chan struct{})
 	p.starting = ch
 	go func() {
+		defer close(ch)
 		if delay > 0 {
-			time.Sleep(delay)
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-p.quit:
+			}
 		}
 		p.launch()
-		close(ch)
 	}()
 }
 
@@ -138,31 +150,38 @@ func (p *process) launch() {
 	p.mu.Unlock()
 
 	begin := time.Now()
-	client, err := p.newClient()
+	client, run, err := p.newClient()
 	var rpc plugin.ClientProtocol
 	var raw any
 	var specs []engine.ToolSpec
 	var pid int
 	if err == nil {
-		rpc, raw, specs, pid, err = p.setup(client)
+		rpc, raw, specs, pid, err = p.setup(client, run)
 	}
 	if err != nil {
 		if client != nil {
 			p.stop(client, rpc, pid)
 		}
-		err = &startError{p.startErr(err)}
-		p.log.Warn("plugin failed to start", "error", err)
+		err = &startError{p.startErr(err, run)}
+		p.mu.Lock()
+		closed := p.closed
+		p.mu.Unlock()
+		if !closed {
+			p.log.Warn("plugin failed to start", "error", err)
+		}
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.starting = nil
 	if err != nil {
+		p.runner = nil
 		p.lastErr = err
 		p.failures++
 		return
 	}
 	if p.closed {
+		p.runner = nil
 		p.stop(client, rpc, pid)
 		return
 	}
@@ -175,11 +194,11 @@ func (p *process) launch() {
 }
 
 // newClient configures go-plugin for one start: a debug attach
-// (Info.Attach), or a launch with the allow-listed environment, the
-// private socket directory and, for a third-party plugin, the lock file's
-// SHA-256 (SecureConfig). A plugin the host refuses (Info.LockErr) gets no
-// client.
-func (p *process) newClient() (*plugin.Client, error) {
+// (Info.Attach), or a launch through a pluginRunner with the allow-listed
+// environment, the private socket directory, the containment mode and,
+// for a third-party plugin, the check against its lock file entry. A
+// plugin the host refuses (Info.LockErr) gets no client.
+func (p *process) newClient() (*plugin.Client, *pluginRunner, error) {
 	cfg := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: pluginSets(nil, nil),
@@ -190,69 +209,85 @@ func (p *process) newClient() (*plugin.Client, error) {
 	if rc := p.info.Attach; rc != nil {
 		gp, err := rc.goPlugin()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cfg.Reattach = gp
 		// A reattach skips the version negotiation that picks the plugin
 		// set, so it is given here.
 		cfg.Plugins = cfg.VersionedPlugins[rc.ProtocolVersion]
 		p.log.Warn("attaching to a plugin in debug mode: it is not launched, not checked against the lock file, and left running", "pid", rc.Pid, "addr", rc.Addr.Address)
-		return plugin.NewClient(cfg), nil
+		return plugin.NewClient(cfg), nil, nil
 	}
 	if p.info.LockErr != nil {
-		return nil, p.info.LockErr
+		return nil, nil, p.info.LockErr
 	}
-	cfg.Cmd = launchCommand(p.info.Path, p.info.Args, pluginEnv(p.opts, p.info.Ref), p.socketDir)
+	var check func(*os.File) error
+	if e, lockFile := p.info.Lock, p.info.LockFile; e != nil {
+		check = func(f *os.File) error { return p.verifier.verify(f, p.info.Path, e.SHA256, lockFile, p.info.Ref) }
+	}
+	run := newPluginRunner(p.info.Path, p.info.Args, pluginEnv(p.opts, p.info.Ref), p.containment(), check, cfg.Logger)
+	// go-plugin gives the runner a command carrying only the handshake
+	// variables and the socket directory (SkipHostEnv): they join the
+	// allow-listed environment. The directory is created by go-plugin in
+	// the Manager's private one, which also holds the host's side of the
+	// broker.
 	cfg.SkipHostEnv = true
-	if e := p.info.Lock; e != nil {
-		sum, err := hex.DecodeString(e.SHA256)
-		if err != nil {
-			return nil, err
-		}
-		cfg.SecureConfig = &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()}
+	cfg.UnixSocketConfig = &plugin.UnixSocketConfig{TempDir: p.socketDir}
+	cfg.RunnerFunc = func(_ hclog.Logger, cmd *exec.Cmd, _ string) (runner.Runner, error) {
+		// The plugin's socket goes in the private directory itself, not
+		// in go-plugin's subdirectory of it, which would lengthen its path
+		// towards the 108 bytes a Unix socket address may have (the last
+		// value of a variable is the one the plugin gets).
+		run.env = append(append(run.env, cmd.Env...), envUnixSocketDir+"="+p.socketDir)
+		return run, nil
 	}
-	return plugin.NewClient(cfg), nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed { // close has run: it will not kill this runner
+		return nil, nil, errClosed
+	}
+	p.runner = run
+	return plugin.NewClient(cfg), run, nil
+}
+
+// containment is how the plugin's process is contained: third-party
+// plugins in the strongest mode available; built-in plugins in a session,
+// since the only one that starts processes, the shell tool, contains its
+// commands itself and reads their process groups from /proc, which a PID
+// namespace would number differently.
+func (p *process) containment() contain.Mode {
+	if p.info.Builtin {
+		return contain.Session
+	}
+	return contain.Available()
 }
 
 // LaunchCommand returns the command that starts the plugin binary at path
-// as the Manager does: in a process group of its own, with only the host
-// environment variables that DefaultEnv or extraEnv allow (see FilterEnv),
-// and told to create its socket in socketDir. Give it to go-plugin with
-// SkipHostEnv set. For harnesses such as plugintest.
+// as the Manager starts a third-party plugin: contained as strongly as
+// this system allows (package contain), with only the host environment
+// variables that DefaultEnv or extraEnv allow (see FilterEnv), and told to
+// create its socket in socketDir. Give it to go-plugin with SkipHostEnv
+// set. For harnesses such as plugintest.
 func LaunchCommand(path string, args []string, socketDir string, extraEnv []string) *exec.Cmd {
-	return launchCommand(path, args, FilterEnv(os.Environ(), extraEnv), socketDir)
-}
-
-// Reap kills every process left in the session of a plugin started with
-// LaunchCommand (pid is the plugin's) once the plugin has exited, and
-// returns how many it killed; a no-op where /proc is not available.
-func Reap(pid int) int { return reap(pid) }
-
-func launchCommand(path string, args, env []string, socketDir string) *exec.Cmd {
 	cmd := exec.Command(path, args...)
-	cmd.SysProcAttr = pluginSysProcAttr()
-	// go-plugin v1.8.0 passes UnixSocketConfig.TempDir to the plugin only
-	// with a RunnerFunc, so the plugin is told its socket directory here
-	// (the variable go-plugin's server reads).
-	cmd.Env = append(env, envUnixSocketDir+"="+socketDir)
+	contain.Apply(cmd, contain.Available())
+	// The variable go-plugin's server reads for its socket directory.
+	cmd.Env = append(FilterEnv(os.Environ(), extraEnv), envUnixSocketDir+"="+socketDir)
 	return cmd
 }
+
+// Reap kills every process left behind by a plugin started with
+// LaunchCommand (pid is the plugin's) once the plugin has exited, and
+// returns how many it killed; the kernel has already done it when the
+// plugin ran in a PID namespace.
+func Reap(pid int) int { return contain.Reap(pid, contain.Available()) }
 
 // envUnixSocketDir is go-plugin's plugin.EnvUnixSocketDir.
 const envUnixSocketDir = "PLUGIN_UNIX_SOCKET_DIR"
 
-// startErr explains a failed start: a checksum mismatch becomes a
-// *ChecksumError; a debug attach says how to restart the plugin.
-func (p *process) startErr(err error) error {
-	if errors.Is(err, plugin.ErrChecksumsDoNotMatch) && p.info.Lock != nil {
-		got, _ := FileSHA256(p.info.Path)
-		err = &ChecksumError{Ref: p.info.Ref, Path: p.info.Path, LockFile: p.info.LockFile, Want: p.info.Lock.SHA256, Got: got}
-	}
-	// go-plugin (v1.8.0) reports a binary it cannot read for SecureConfig
-	// only in words.
-	if p.info.Lock != nil && strings.HasPrefix(err.Error(), "error verifying checksum") {
-		err = fmt.Errorf("%w: %v", ErrChecksumUnverified, err)
-	}
+// startErr explains a failed start; a debug attach says how to restart
+// the plugin.
+func (p *process) startErr(err error, run *pluginRunner) error {
 	if rc := p.info.Attach; rc != nil {
 		return fmt.Errorf("attach to %s plugin %q in debug mode (pid %d, %s %s): %w; is it still running? start it again with %s and set %s to the line it prints",
 			p.info.Kind, p.info.Name, rc.Pid, rc.Addr.Network, rc.Addr.Address, err, DebugFlag, EnvReattach)
@@ -271,17 +306,20 @@ func (p *process) stop(client *plugin.Client, rpc plugin.ClientProtocol, pid int
 		return
 	}
 	client.Kill()
-	reap(pid)
+	contain.Reap(pid, p.containment())
 }
 
-func (p *process) setup(client *plugin.Client) (rpc plugin.ClientProtocol, raw any, specs []engine.ToolSpec, pid int, err error) {
+func (p *process) setup(client *plugin.Client, run *pluginRunner) (rpc plugin.ClientProtocol, raw any, specs []engine.ToolSpec, pid int, err error) {
 	rpc, err = client.Client()
-	if rc := client.ReattachConfig(); rc != nil {
-		pid = rc.Pid
+	switch {
+	case run != nil:
+		pid = run.Pid()
+	case client.ReattachConfig() != nil:
+		pid = client.ReattachConfig().Pid
 	}
 	if err != nil {
-		if p.info.Attach == nil && !errors.Is(err, plugin.ErrChecksumsDoNotMatch) && !strings.HasPrefix(err.Error(), "error verifying checksum") {
-			err = handshakeErr(err)
+		if run != nil && !errors.Is(err, ErrChecksumMismatch) && !errors.Is(err, ErrChecksumUnverified) {
+			err = handshakeErr(err, run)
 		}
 		return nil, nil, nil, pid, err
 	}
@@ -304,32 +342,74 @@ func (p *process) setup(client *plugin.Client) (rpc plugin.ClientProtocol, raw a
 		if err != nil {
 			return rpc, nil, nil, pid, kindErr(KindTool, "describe", err)
 		}
+		// A first stream for calls, ready for the first call; none for a
+		// plugin that does not serve Calls.
+		c.calls.unsupported = p.opts.invokePerCall
+		cs, err := c.calls.get(ctx)
+		if err != nil {
+			return rpc, nil, nil, pid, fmt.Errorf("open a calls stream: %w", err)
+		}
+		if cs != nil {
+			c.calls.put(cs)
+		}
 	}
 	return rpc, raw, specs, pid, nil
 }
 
-// notPluginSigns are go-plugin's (v1.8.0) words for a process that is no
-// Plexus plugin at all: it printed something else than the handshake
-// line, speaks another handshake, or is no executable for this machine.
-// A process that printed nothing before exiting is not counted: it may be
-// a plugin that failed at startup.
-var notPluginSigns = []string{"Unrecognized remote plugin message", "Incompatible API version", "Incompatible core API version", "exec format error"}
+// handshakeErr explains a failed handshake from go-plugin's error (v1.8.0
+// words) and what the plugin printed on stderr, which it waits for
+// briefly: the likely cause first, then the plugin's own words. A process
+// that is no Plexus plugin (another handshake, output on stdout, another
+// protocol version, no executable for this machine) gives ErrNotPlugin; a
+// plugin that exited or hung before its handshake may have failed at
+// startup.
+func handshakeErr(err error, run *pluginRunner) error {
+	select {
+	case <-run.stderrEOF:
+	case <-time.After(time.Second):
+	}
+	printed := run.stderrTail.Indented()
+	msg := err.Error()
+	notPlugin := true
+	var cause string
+	switch {
+	case strings.Contains(printed, "This binary is a plugin"):
+		cause = "it is a go-plugin plugin built with another handshake (magic cookie) than Plexus's, so it refused to start: " +
+			"it was built for another program, or with a changed HandshakeConfig; a Plexus plugin serves with plugins.ServeTool or plugins.ServeModel " +
+			"from github.com/plexus-agent/plexus/plugins, which set the cookie " + Handshake.MagicCookieKey
+	case strings.Contains(msg, "exec format error"):
+		cause = fmt.Sprintf("it is not an executable for this machine (%s/%s): build it for this system, or install it from its source so that plexus builds it", runtime.GOOS, runtime.GOARCH)
+	case strings.Contains(msg, "Incompatible API version") || strings.Contains(msg, "Incompatible core API version"):
+		cause = fmt.Sprintf("it speaks another plugin protocol version than this plexus (%d): rebuild it against this version of the SDK", ProtocolVersion)
+	case strings.Contains(msg, "Unrecognized remote plugin message: ") && !strings.Contains(msg, "Unrecognized remote plugin message: \n"):
+		line, _, _ := strings.Cut(strings.TrimPrefix(msg[strings.Index(msg, "Unrecognized remote plugin message: "):], "Unrecognized remote plugin message: "), "\n")
+		cause = fmt.Sprintf("it printed %q on stdout instead of the plugin handshake: stdout belongs to the plugin protocol (log to stderr with plugins.Logger), or it is no plugin at all", truncateRunes(line, 120))
+	default:
+		notPlugin = false
+		cause = "it exited or stopped answering before the plugin handshake: it may have failed at startup, for example for lack of an environment variable, which must be passed with $" + envPluginEnvName
+	}
+	if printed != "" {
+		cause += "; it printed on stderr:\n" + printed
+	} else {
+		cause += " (it printed nothing on stderr)"
+	}
+	if notPlugin {
+		return fmt.Errorf("%w: %s (%w)", ErrNotPlugin, cause, err)
+	}
+	return fmt.Errorf("%s (%w)", cause, err)
+}
 
-// handshakeErr explains a failed handshake: ErrNotPlugin when the process
-// is no Plexus plugin; otherwise (it exited or timed out first) a plugin
-// that may have failed at startup.
-func handshakeErr(err error) error {
-	// An empty "message" is a process that exited having printed nothing:
-	// perhaps a plugin that failed at startup.
-	if strings.Contains(err.Error(), "Unrecognized remote plugin message: \n") {
-		return fmt.Errorf("it exited before the plugin handshake; it may have failed at startup (see its log), for example for a variable it needs that must be passed with $PLEXUS_PLUGIN_ENV: %w", err)
+// envPluginEnvName is the variable cmd/plexus reads for the extra
+// environment variables every plugin inherits.
+const envPluginEnvName = "PLEXUS_PLUGIN_ENV"
+
+// truncateRunes cuts s to at most n runes, marking the cut.
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
 	}
-	for _, sign := range notPluginSigns {
-		if strings.Contains(err.Error(), sign) {
-			return fmt.Errorf("%w: it did not complete the Plexus plugin handshake: %w", ErrNotPlugin, err)
-		}
-	}
-	return fmt.Errorf("it did not complete the plugin handshake; it may have failed at startup (see its log), for example for a variable it needs that must be passed with $PLEXUS_PLUGIN_ENV: %w", err)
+	return string(r[:n]) + "…"
 }
 
 // settings are what Configure sends a model plugin: none when probing at
@@ -405,9 +485,10 @@ func (p *process) deadLocked(gen uint64, why string) {
 	p.failures++
 	p.restarts++
 	p.log.Warn("plugin process died; restarting", "why", why, "pid", pid, "restarts", p.restarts, "backoff", p.backoffLocked())
+	mode := p.containment()
 	go func() {
 		client.Kill()
-		if n := reap(pid); n > 0 {
+		if n := contain.Reap(pid, mode); n > 0 {
 			p.log.Warn("killed processes the plugin left behind", "count", n)
 		}
 	}()
@@ -416,19 +497,30 @@ func (p *process) deadLocked(gen uint64, why string) {
 	}
 }
 
-// close stops the process and everything it started; it waits for a start
-// in progress to finish first.
+// close stops the process and everything it started. A restart that is
+// waiting out its backoff is dropped at once; a start in progress is
+// waited for (it ends within StartTimeout) and its process stopped.
 func (p *process) close() {
 	p.mu.Lock()
-	p.closed = true
+	if !p.closed {
+		p.closed = true
+		close(p.quit)
+	}
 	ch := p.starting
+	run := p.runner
 	p.mu.Unlock()
 	if ch != nil {
+		if run != nil {
+			// A start in progress is not waited out (a plugin that never
+			// completes its handshake would hold Close for StartTimeout):
+			// killing it ends go-plugin's wait at once.
+			run.Kill(context.Background())
+		}
 		<-ch
 	}
 	p.mu.Lock()
 	client, rpc, pid := p.client, p.rpc, p.pid
-	p.client, p.rpc, p.raw = nil, nil, nil
+	p.client, p.rpc, p.raw, p.runner = nil, nil, nil, nil
 	p.mu.Unlock()
 	if client != nil {
 		p.stop(client, rpc, pid)

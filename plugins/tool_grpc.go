@@ -29,13 +29,15 @@ func (p *ToolPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error
 
 // GRPCClient returns the host side: a *toolClient, an engine.Toolset.
 func (p *ToolPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &toolClient{client: pb.NewToolServiceClient(c), callbacks: newHostServer(broker)}, nil
+	client := pb.NewToolServiceClient(c)
+	return &toolClient{client: client, callbacks: newHostServer(broker), calls: &callsPool{client: client}}, nil
 }
 
 // toolClient is engine.Toolset over one tool plugin process.
 type toolClient struct {
 	client    pb.ToolServiceClient
 	callbacks *hostServer
+	calls     *callsPool
 }
 
 var _ engine.Toolset = (*toolClient)(nil)
@@ -52,8 +54,10 @@ func (c *toolClient) Tools(ctx context.Context) ([]engine.ToolSpec, error) {
 	return specs, nil
 }
 
-// Invoke streams one call. Transport failures are returned as the gRPC
-// error they are; the supervisor decides whether the process died.
+// Invoke runs one call: on the plugin's Calls stream when it serves one
+// (see calls.go), else on a stream of its own (Invoke). Transport failures
+// are returned as the gRPC error they are; the supervisor decides whether
+// the process died.
 func (c *toolClient) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate func(engine.ToolUpdate)) (engine.ToolResult, error) {
 	preq := &pb.InvokeRequest{
 		CallId: req.CallID, ToolName: req.Tool, InputJson: jsonOrEmpty(req.Args), WorkspaceRoot: req.WorkspaceRoot,
@@ -63,6 +67,17 @@ func (c *toolClient) Invoke(ctx context.Context, req engine.InvokeRequest, onUpd
 		preq.HostBrokerId = c.callbacks.serve()
 		c.callbacks.register(req.CallID, req.Host)
 		defer c.callbacks.unregister(req.CallID)
+	}
+	cs, err := c.calls.get(ctx)
+	if err != nil {
+		return engine.ToolResult{}, err
+	}
+	if cs != nil {
+		res, err, reusable := cs.invoke(ctx, preq, onUpdate)
+		if reusable {
+			c.calls.put(cs)
+		}
+		return res, err
 	}
 	stream, err := c.client.Invoke(ctx, preq)
 	if err != nil {
@@ -76,23 +91,32 @@ func (c *toolClient) Invoke(ctx context.Context, req engine.InvokeRequest, onUpd
 		if err != nil {
 			return engine.ToolResult{}, err
 		}
-		switch ev := msg.GetEvent().(type) {
-		case *pb.InvokeResponse_Progress:
-			p := &engine.ToolProgress{Message: ev.Progress.GetMessage()}
-			if ev.Progress.Percentage != nil {
-				v := ev.Progress.GetPercentage()
-				p.Percentage = &v
-			}
-			onUpdate(engine.ToolUpdate{Progress: p})
-		case *pb.InvokeResponse_Output:
-			onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: ev.Output.GetStream(), Text: ev.Output.GetText()}})
-		case *pb.InvokeResponse_Result:
-			return engine.ToolResult{Content: json.RawMessage(ev.Result.GetResultJson()), Summary: ev.Result.GetSummary(),
-				Edits: editsFromProto(ev.Result.GetEdits())}, nil
-		case *pb.InvokeResponse_Error:
-			return engine.ToolResult{}, &engine.ToolError{Code: toolCodeFromProto(ev.Error.GetCode()), Message: ev.Error.GetMessage()}
+		if res, err, done := invokeEvent(msg, onUpdate); done {
+			return res, err
 		}
 	}
+}
+
+// invokeEvent handles one event of a call: progress and output go to
+// onUpdate; a result or an error ends the call (done).
+func invokeEvent(msg *pb.InvokeResponse, onUpdate func(engine.ToolUpdate)) (res engine.ToolResult, err error, done bool) {
+	switch ev := msg.GetEvent().(type) {
+	case *pb.InvokeResponse_Progress:
+		p := &engine.ToolProgress{Message: ev.Progress.GetMessage()}
+		if ev.Progress.Percentage != nil {
+			v := ev.Progress.GetPercentage()
+			p.Percentage = &v
+		}
+		onUpdate(engine.ToolUpdate{Progress: p})
+	case *pb.InvokeResponse_Output:
+		onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: ev.Output.GetStream(), Text: ev.Output.GetText()}})
+	case *pb.InvokeResponse_Result:
+		return engine.ToolResult{Content: json.RawMessage(ev.Result.GetResultJson()), Summary: ev.Result.GetSummary(),
+			Edits: editsFromProto(ev.Result.GetEdits())}, nil, true
+	case *pb.InvokeResponse_Error:
+		return engine.ToolResult{}, &engine.ToolError{Code: toolCodeFromProto(ev.Error.GetCode()), Message: ev.Error.GetMessage()}, true
+	}
+	return engine.ToolResult{}, nil, false
 }
 
 // toolServer is ToolService over a plugin's engine.Toolset.
@@ -115,7 +139,19 @@ func (s *toolServer) Describe(ctx context.Context, _ *pb.DescribeRequest) (*pb.D
 }
 
 func (s *toolServer) Invoke(req *pb.InvokeRequest, stream grpc.ServerStreamingServer[pb.InvokeResponse]) error {
-	ctx := stream.Context()
+	var mu sync.Mutex // Send is not safe for concurrent use
+	s.run(stream.Context(), req, func(r *pb.InvokeResponse) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = stream.Send(r) // a failed send means the host is gone; ctx ends the call
+	})
+	return nil
+}
+
+// run runs one call of impl and sends its events: any progress and
+// output, then exactly one result or error. send may be called from the
+// tool's goroutines.
+func (s *toolServer) run(ctx context.Context, req *pb.InvokeRequest, send func(*pb.InvokeResponse)) {
 	ereq := engine.InvokeRequest{
 		CallID: req.GetCallId(), Tool: req.GetToolName(), Args: json.RawMessage(req.GetInputJson()),
 		WorkspaceRoot: req.GetWorkspaceRoot(), Overlay: overlayFromProto(req.GetOverlay()), Settings: req.GetSettings(),
@@ -123,12 +159,6 @@ func (s *toolServer) Invoke(req *pb.InvokeRequest, stream grpc.ServerStreamingSe
 	if id := req.GetHostBrokerId(); id != 0 {
 		s.host.dial(id)
 		ereq.Host = &hostClient{dialer: s.host, callID: req.GetCallId()}
-	}
-	var mu sync.Mutex // Send is not safe for concurrent use
-	send := func(r *pb.InvokeResponse) {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = stream.Send(r) // a failed send means the host is gone; ctx ends the call
 	}
 	res, err := s.impl.Invoke(ctx, ereq, func(u engine.ToolUpdate) {
 		switch {
@@ -142,7 +172,7 @@ func (s *toolServer) Invoke(req *pb.InvokeRequest, stream grpc.ServerStreamingSe
 	})
 	if err != nil {
 		send(&pb.InvokeResponse{Event: &pb.InvokeResponse_Error{Error: toolErrorToProto(ctx, err)}})
-		return nil
+		return
 	}
 	content := res.Content
 	if len(content) == 0 {
@@ -150,5 +180,4 @@ func (s *toolServer) Invoke(req *pb.InvokeRequest, stream grpc.ServerStreamingSe
 	}
 	send(&pb.InvokeResponse{Event: &pb.InvokeResponse_Result{Result: &pb.ToolResult{
 		ResultJson: string(content), Summary: res.Summary, Edits: editsToProto(res.Edits)}}})
-	return nil
 }

@@ -3,6 +3,7 @@ package plugins
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/plexus-agent/plexus/engine"
@@ -21,8 +22,9 @@ type Toolset struct {
 
 var _ engine.Toolset = (*Toolset)(nil)
 
-// Tools starts every tool plugin that is not running and lists their tools.
-// Plugins that fail to start are left out; their errors are joined into the
+// Tools starts every tool plugin that is not running and lists their tools,
+// each with its plugin's Options.Timeouts entry as its Timeout. Plugins
+// that fail to start are left out; their errors are joined into the
 // returned error, alongside the tools that are available.
 func (t *Toolset) Tools(ctx context.Context) ([]engine.ToolSpec, error) {
 	procs := t.m.byKind(KindTool)
@@ -40,6 +42,12 @@ func (t *Toolset) Tools(ctx context.Context) ([]engine.ToolSpec, error) {
 			p.mu.Lock()
 			specs[i] = p.specs
 			p.mu.Unlock()
+			if d := t.m.opts.Timeouts[p.info.Name]; d > 0 {
+				specs[i] = slices.Clone(specs[i])
+				for j := range specs[i] {
+					specs[i][j].Timeout = d
+				}
+			}
 		}()
 	}
 	wg.Wait()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/plugins/contain"
 	"github.com/plexus-agent/plexus/plugins/mcp"
 )
 
@@ -69,6 +70,7 @@ a plugin binary.`,
 				}
 			}
 			tw.Flush()
+			fmt.Fprintf(cmd.OutOrStdout(), "\n%s\n", containmentNote())
 			if verbose {
 				describe := func(tools []engine.ToolSpec, source string) {
 					for _, t := range tools {
@@ -92,6 +94,16 @@ a plugin binary.`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "describe each tool")
 	cmd.AddCommand(newPluginsInstallCmd(g), newPluginsVerifyCmd(g), newPluginsRemoveCmd(g), newPluginsCheckCmd())
 	return cmd
+}
+
+// containmentNote says how third-party plugins and MCP stdio servers are
+// contained on this system (package plugins/contain).
+func containmentNote() string {
+	mode := contain.Available()
+	if mode.SurvivesSIGKILL() {
+		return fmt.Sprintf("Third-party plugins and MCP stdio servers each run in a %s: every process they start ends with them, and with plexus even when it is killed.", mode)
+	}
+	return fmt.Sprintf("Third-party plugins and MCP stdio servers each lead a session: Close ends what they start, but processes that leave the session survive if plexus is killed (no PID namespace here: %v).", contain.Why())
 }
 
 // checksumState says whether a plugin's binary was verified: "ok" (its

@@ -39,7 +39,9 @@ a Plexus plugin of the kind its name says (a tool plugin lists its tools),
 then moved into place as plexus-tool-NAME or plexus-model-NAME and recorded
 in plexus-plugins.lock with its version, protocol version and SHA-256.
 Plexus launches only recorded plugins whose SHA-256 still matches.
-Installing again replaces the plugin and its entry.`,
+Installing again replaces the plugin and its entry. A name of a built-in
+plugin (plexus-tool-fs, plexus-model-ollama, ...) is refused: the built-in
+always wins, so the plugin would never run.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := g.installDir()
@@ -51,7 +53,7 @@ Installing again replaces the plugin and its entry.`,
 				return err
 			}
 			inst, err := plugins.Install(cmd.Context(), plugins.InstallOptions{
-				Source: args[0], Name: name, Dir: dir, Stderr: cmd.ErrOrStderr(), Env: extraPluginEnv(), Logger: log,
+				Source: args[0], Name: name, Dir: dir, Stderr: cmd.ErrOrStderr(), Env: extraPluginEnv(), Logger: log, Builtins: builtinRefs(),
 			})
 			if err != nil {
 				return err

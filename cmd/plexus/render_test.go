@@ -99,3 +99,15 @@ func TestRendererSeparatesAnswerFromStatus(t *testing.T) {
 		t.Errorf("stderr =\n%s\nwant\n%s", errw.String(), want)
 	}
 }
+
+// TestRendererShowsTimeLeft: with -v, a running tool's progress line says
+// how long the call has before its deadline (issue 20 item 8).
+func TestRendererShowsTimeLeft(t *testing.T) {
+	var out, errw bytes.Buffer
+	r := &renderer{out: &out, errw: &errw, verbose: true}
+	r.event(engine.Event{Data: &engine.ToolCallEvent{Name: "count_lines_of_code", Status: engine.ToolRunning,
+		Update: &engine.ToolUpdate{Progress: &engine.ToolProgress{Message: "counting src"}}, Remaining: 112*time.Second + 400*time.Millisecond}})
+	if want := "  … counting src (1m52s left)\n"; errw.String() != want {
+		t.Errorf("stderr = %q, want %q", errw.String(), want)
+	}
+}

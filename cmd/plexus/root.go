@@ -43,6 +43,8 @@ type globalFlags struct {
 	// persistSessions is set by serve --transport http and acp: sessions and
 	// registered workspaces are then kept in plexus.db.
 	persistSessions bool
+	// timeouts are --tool-timeout and --plugin-timeout (timeouts.go).
+	timeouts timeoutFlags
 }
 
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -78,6 +80,7 @@ openai:gpt-4o-mini or replay:examples/replay/tour.jsonl.`,
 	pf.DurationVar(&g.keepAlive, "keep-alive", 0, "how long Ollama keeps the model loaded after a call, e.g. 30m (0: Ollama's default)")
 	pf.IntVar(&g.maxSteps, "max-steps", engine.DefaultMaxSteps, "most model calls in one turn")
 	pf.StringVar(&g.logLevel, "log-level", "", "log level on stderr: debug, info, warn or error (default $PLEXUS_LOG_LEVEL, else warn)")
+	g.timeouts.register(pf)
 	root.PersistentPreRun = func(*cobra.Command, []string) { g.applyEnvDefaults() }
 
 	root.AddCommand(

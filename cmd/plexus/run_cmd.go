@@ -185,7 +185,7 @@ func (r *renderer) toolCall(d *engine.ToolCallEvent) {
 			return
 		}
 		if p := d.Update.Progress; p != nil {
-			r.status("  … %s", p.Message)
+			r.status("  … %s%s", p.Message, timeLeft(d.Remaining))
 		}
 		if o := d.Update.Output; o != nil {
 			r.status("  %s", strings.TrimRight(o.Text, "\n"))
@@ -245,6 +245,15 @@ func (r *renderer) final(d *engine.FinalEvent) {
 }
 
 // shortDuration rounds to milliseconds, showing "<1ms" rather than "0s".
+// timeLeft is " (1m52s left)" for the time left before a tool call's
+// deadline, in whole seconds; "" when unknown.
+func timeLeft(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return " (" + max(d.Truncate(time.Second), time.Second).String() + " left)"
+}
+
 func shortDuration(d time.Duration) string {
 	if d < time.Millisecond {
 		return "<1ms"

@@ -112,14 +112,23 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 	if err != nil {
 		return nil, usageErr("%v", err)
 	}
+	timeouts, err := g.timeouts.parse()
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := plugins.NewManager(plugins.Options{
 		Builtins:  builtinRefs(),
 		Dirs:      g.pluginDirs,
 		Settings:  settings,
+		Timeouts:  timeouts.forPlugins(),
 		Logger:    log,
 		Env:       extraPluginEnv(),
 		PluginEnv: builtinEnv,
 		Reattach:  reattach,
+		// Beside the engine's other state, which commands cannot read or
+		// write (see plugins/doc.go for why this keeps the lock file's
+		// guarantee).
+		VerifiedCache: filepath.Join(g.dataDir, "plugins-verified.json"),
 	})
 	if err != nil {
 		return nil, err
@@ -147,24 +156,29 @@ func newRuntime(g *globalFlags, stderr io.Writer, needModel bool, record io.Writ
 		rt.Close()
 		return nil, err
 	}
-	rt.mcp = mcp.New(mcpCfg, mcp.Options{Logger: log, ClientVersion: version, Env: extraPluginEnv()})
+	if err := timeouts.applyToMCP(mcpCfg, mgr.Plugins()); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	rt.mcp = mcp.New(mcpCfg, mcp.Options{Logger: log, ClientVersion: version, Env: extraPluginEnv(), CallTimeout: timeouts.global})
 	if err := g.openState(rt); err != nil {
 		rt.Close()
 		return nil, err
 	}
 	opts := engine.Options{
-		Patcher:    rt.patcher,
-		Gatekeeper: policy.NewGatekeeper(rt.store),
-		Patches:    rt.store,
-		Recorder:   receipts.NewRecorder(rt.receipts),
-		Searcher:   idx,
-		Retriever:  idx,
-		Models:     models,
-		Tools:      plugins.NewUnion(mgr.Toolset(), rt.mcp),
-		Model:      ref,
-		Logger:     log,
-		MaxSteps:   g.maxSteps,
-		Chat:       engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
+		Patcher:     rt.patcher,
+		Gatekeeper:  policy.NewGatekeeper(rt.store),
+		Patches:     rt.store,
+		Recorder:    receipts.NewRecorder(rt.receipts),
+		Searcher:    idx,
+		Retriever:   idx,
+		Models:      models,
+		Tools:       plugins.NewUnion(mgr.Toolset(), rt.mcp),
+		Model:       ref,
+		Logger:      log,
+		MaxSteps:    g.maxSteps,
+		ToolTimeout: timeouts.global,
+		Chat:        engine.ChatOptions{NumCtx: g.numCtx, KeepAlive: g.keepAlive},
 	}
 	if g.persistSessions {
 		opts.Sessions, opts.Workspaces = rt.store, rt.store

@@ -173,13 +173,14 @@ func makeDoc(data []byte, lang string, an storedAnalysis, ts *trigramSet) *docDa
 	d.tris = ts.take()
 	lines := lineStarts(data)
 	counts := map[string]uint32{}
+	terms := termCache{}
 	for i := range d.chunks {
 		c := &d.chunks[i]
 		text := lineRange(data, lines, int(c.start), int(c.end))
 		c.hash = sha256.Sum256(text)
 		clear(counts)
 		n := uint32(0)
-		forEachTerm(text, func(t string) {
+		terms.forEachTerm(text, func(t string) {
 			counts[t]++
 			n++
 		})

@@ -581,6 +581,7 @@ func TestSymbolQualifiedAndImportance(t *testing.T) {
 		"cmd/a/main.go":         "package main\n\nimport \"os\"\n\nfunc main() { os.ReadFile(\"a\") }\n",
 		"cmd/b/main.go":         "package main\n\nimport \"os\"\n\nfunc main() { os.ReadFile(\"b\") }\n",
 		"cmd/c/main.go":         "package main\n\nimport \"io/ioutil\"\n\nfunc main() { ioutil.ReadFile(\"c\") }\n",
+		"server.go":             "package grpc\n\nfunc NewServer() {}\n",
 	}
 	_, ix, _ := newTestIndex(t, files)
 	build(t, ix, BuildOptions{})
@@ -602,6 +603,7 @@ func TestSymbolQualifiedAndImportance(t *testing.T) {
 		"Buffer.Write":    "bytes/buffer.go Buffer Write",
 		"bufio.Writer":    "bufio/bufio.go  Writer",
 		"Writer::Write":   "bufio/bufio.go Writer Write",
+		"grpc.NewServer":  "server.go  NewServer", // a root package's name is not in the path
 	} {
 		if got := first(query); got != want {
 			t.Errorf("%s: first hit %q, want %q", query, got, want)

@@ -7,8 +7,10 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/plexus-agent/plexus/engine"
@@ -101,6 +103,20 @@ type textMatcher struct {
 	re      *regexp.Regexp
 	req     []byte
 	reqFold bool
+	// needles, when req is nil, are byte strings one of which every
+	// match contains (the case variants of a non-ASCII piece): lines
+	// holding none are skipped.
+	needles [][]byte
+	// before, when set with window and an exact req, holds for k = 1,
+	// 2, ... the bytes that may stand k bytes before req in a match: an
+	// occurrence after any other byte (or too close to the line's start)
+	// is passed over without running re.
+	before []*[256]bool
+	// window, when positive, bounds a match's length in bytes and the
+	// expression has no empty-width assertion: a line is first tested on
+	// the bytes within window of each needle occurrence, then matched
+	// whole only when that finds a match.
+	window int
 }
 
 func newTextMatcher(q engine.TextQuery) (*textMatcher, error) {
@@ -134,14 +150,362 @@ func newTextMatcher(q engine.TextQuery) (*textMatcher, error) {
 		return m, nil
 	}
 	if parsed, err := syntax.Parse(flags+expr, syntax.Perl); err == nil {
-		if lit, fold := requiredLiteral(parsed.Simplify()); len(lit) >= 2 && (!fold || isASCII(lit)) {
-			m.req, m.reqFold = []byte(lit), fold
-			if fold {
-				m.req = foldASCII(m.req)
+		parsed = parsed.Simplify()
+		if p, ok := requiredPiece(parsed); ok {
+			if p.fold {
+				m.req, m.reqFold = foldASCII(p.needles[0]), true
+			} else if len(p.needles) == 1 {
+				m.req = p.needles[0]
+			} else {
+				m.needles = p.needles
+			}
+		}
+		if n, ok := maxMatchBytes(parsed); ok && n <= maxLineBytes && (m.req != nil || m.needles != nil) {
+			m.window = n
+			if m.req != nil && !m.reqFold {
+				m.before = bytesBefore(parsed, string(m.req))
 			}
 		}
 	}
 	return m, nil
+}
+
+// A piece is what requiredPiece finds: byte strings one of which every
+// match contains; with fold, one ASCII string matched without regard to
+// ASCII case.
+type piece struct {
+	needles [][]byte
+	fold    bool
+}
+
+// score ranks pieces: longer needles are rarer, fewer variants cheaper,
+// and non-ASCII bytes (rare in code) rarer still; an ASCII-folded one
+// costs a folded copy of each file.
+func (p piece) score() float64 {
+	short, nonASCII := math.MaxInt, true
+	for _, n := range p.needles {
+		short = min(short, len(n))
+		if isASCII(string(n)) {
+			nonASCII = false
+		}
+	}
+	sc := float64(short) - 0.1*float64(len(p.needles))
+	if nonASCII {
+		sc += 2
+	}
+	if p.fold {
+		sc -= 0.5
+	}
+	return sc
+}
+
+// maxFoldVariants bounds the case variants a piece may have.
+const maxFoldVariants = 8
+
+// requiredPiece finds the best piece every match of re contains.
+func requiredPiece(re *syntax.Regexp) (piece, bool) {
+	var best piece
+	found := false
+	consider := func(p piece, ok bool) {
+		if ok && (!found || p.score() > best.score()) {
+			best, found = p, true
+		}
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		for _, p := range literalPieces(re.Rune, re.Flags&syntax.FoldCase != 0) {
+			consider(p, true)
+		}
+	case syntax.OpCapture, syntax.OpPlus:
+		return requiredPiece(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return requiredPiece(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		// Adjacent literals of one case mode form one run.
+		var run []rune
+		fold := false
+		flush := func() {
+			for _, p := range literalPieces(run, fold) {
+				consider(p, true)
+			}
+			run = nil
+		}
+		for _, sub := range re.Sub {
+			if sub.Op == syntax.OpLiteral {
+				f := sub.Flags&syntax.FoldCase != 0
+				if len(run) > 0 && f != fold {
+					flush()
+				}
+				run, fold = append(run, sub.Rune...), f
+				continue
+			}
+			flush()
+			consider(requiredPiece(sub))
+		}
+		flush()
+	}
+	return best, found
+}
+
+// literalPieces returns the pieces of a literal run: the run itself when
+// case is kept; with fold, each ASCII stretch (matched folded), each
+// non-ASCII rune with its case variants, and the whole run's variants
+// when there are few.
+func literalPieces(run []rune, fold bool) []piece {
+	if len(run) == 0 {
+		return nil
+	}
+	if !fold {
+		return []piece{{needles: [][]byte{[]byte(string(run))}}}
+	}
+	var out []piece
+	start := -1
+	for i := 0; i <= len(run); i++ {
+		if i < len(run) && run[i] < utf8.RuneSelf {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			out = append(out, piece{needles: [][]byte{[]byte(string(run[start:i]))}, fold: true})
+			start = -1
+		}
+		if i < len(run) {
+			out = append(out, piece{needles: foldVariants(run[i : i+1])})
+		}
+	}
+	if all := foldVariants(run); len(all) <= maxFoldVariants && len(run) > 1 {
+		out = append(out, piece{needles: all})
+	}
+	return out
+}
+
+// foldVariants returns the UTF-8 spellings of run under simple case
+// folding (unicode.SimpleFold), as regexp's (?i) matches them; more than
+// maxFoldVariants+1 are not enumerated.
+func foldVariants(run []rune) [][]byte {
+	out := [][]byte{nil}
+	for _, r := range run {
+		orbit := []rune{r}
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			orbit = append(orbit, f)
+		}
+		var next [][]byte
+		for _, prefix := range out {
+			for _, v := range orbit {
+				next = append(next, utf8.AppendRune(slices.Clone(prefix), v))
+			}
+		}
+		out = next
+		if len(out) > maxFoldVariants {
+			return out
+		}
+	}
+	return out
+}
+
+// maxBefore bounds how many bytes before a literal bytesBefore checks.
+const maxBefore = 8
+
+// bytesBefore returns, for k = 1, 2, ..., the bytes that may stand k
+// bytes before the case-kept literal lit in a match of the concatenation
+// re, from the single-character elements that precede lit (nil when none
+// does). The byte k before lit belongs to one of the k elements before it:
+// it is that element's last byte, or an inner byte (0x80 and up) of a
+// multi-byte one.
+func bytesBefore(re *syntax.Regexp, lit string) []*[256]bool {
+	if re.Op != syntax.OpConcat {
+		return nil
+	}
+	for j := 1; j < len(re.Sub); j++ {
+		sub := re.Sub[j]
+		if sub.Op != syntax.OpLiteral || sub.Flags&syntax.FoldCase != 0 || string(sub.Rune) != lit {
+			continue
+		}
+		var elems []*syntax.Regexp // nearest first
+		for i := j - 1; i >= 0 && len(elems) < maxBefore; i-- {
+			if !singleChars(re.Sub[i], &elems) {
+				break
+			}
+		}
+		var out []*[256]bool
+		var acc [256]bool
+		for _, e := range elems {
+			last := lastBytes(e)
+			if last == nil {
+				break
+			}
+			for b, ok := range last {
+				acc[b] = acc[b] || ok
+			}
+			if multiByte(e) {
+				for b := 0x80; b <= 0xFF; b++ {
+					acc[b] = true
+				}
+			}
+			set := acc
+			out = append(out, &set)
+			if len(out) == maxBefore {
+				break
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// singleChars appends the one-character elements re is made of, last
+// first, and reports whether re is wholly such (a character class, a
+// literal, or a fixed repetition or concatenation of them).
+func singleChars(re *syntax.Regexp, elems *[]*syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpCharClass:
+		*elems = append(*elems, re)
+		return true
+	case syntax.OpLiteral:
+		for i := len(re.Rune) - 1; i >= 0; i-- {
+			*elems = append(*elems, &syntax.Regexp{Op: syntax.OpLiteral, Rune: re.Rune[i : i+1], Flags: re.Flags})
+		}
+		return true
+	case syntax.OpCapture:
+		return singleChars(re.Sub[0], elems)
+	case syntax.OpRepeat:
+		if re.Min != re.Max || re.Min < 1 {
+			return false
+		}
+		for i := 0; i < re.Min && len(*elems) < maxBefore; i++ {
+			if !singleChars(re.Sub[0], elems) {
+				return false
+			}
+		}
+		return true
+	case syntax.OpConcat:
+		for i := len(re.Sub) - 1; i >= 0 && len(*elems) < maxBefore; i-- {
+			if !singleChars(re.Sub[i], elems) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// multiByte reports whether a one-character element can match a
+// multi-byte rune.
+func multiByte(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpLiteral {
+		if re.Flags&syntax.FoldCase != 0 {
+			return true // a case variant may be multi-byte (K, ſ)
+		}
+		return len(re.Rune) > 0 && re.Rune[0] >= utf8.RuneSelf
+	}
+	for i := 1; i < len(re.Rune); i += 2 {
+		if re.Rune[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
+}
+
+// lastBytes returns the set of bytes a match of re (which cannot be
+// empty) can end with, or nil when unknown.
+func lastBytes(re *syntax.Regexp) *[256]bool {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return lastBytes(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return lastBytes(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		// Simplify writes x{3} as xxx, a nested concatenation.
+		if len(re.Sub) > 0 {
+			return lastBytes(re.Sub[len(re.Sub)-1])
+		}
+	case syntax.OpLiteral:
+		if len(re.Rune) == 0 {
+			return nil
+		}
+		var set [256]bool
+		r := re.Rune[len(re.Rune)-1]
+		orbit := []rune{r}
+		if re.Flags&syntax.FoldCase != 0 {
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				orbit = append(orbit, f)
+			}
+		}
+		for _, v := range orbit {
+			b := utf8.AppendRune(nil, v)
+			set[b[len(b)-1]] = true
+		}
+		return &set
+	case syntax.OpCharClass:
+		var set [256]bool
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			for r := lo; r <= hi && r < utf8.RuneSelf; r++ {
+				set[r] = true
+			}
+			if hi >= utf8.RuneSelf {
+				// A multi-byte rune ends with a continuation byte.
+				for b := 0x80; b <= 0xBF; b++ {
+					set[b] = true
+				}
+			}
+		}
+		return &set
+	}
+	return nil
+}
+
+// maxMatchBytes returns the most bytes a match of re can span, and false
+// when that is unbounded or re holds an empty-width assertion (which a
+// window cut from the line could decide otherwise).
+func maxMatchBytes(re *syntax.Regexp) (int, bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return 0, true
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			if re.Flags&syntax.FoldCase != 0 {
+				n += utf8.UTFMax
+			} else {
+				n += utf8.RuneLen(r)
+			}
+		}
+		return n, true
+	case syntax.OpCharClass, syntax.OpAnyCharNotNL, syntax.OpAnyChar:
+		return utf8.UTFMax, true
+	case syntax.OpCapture:
+		return maxMatchBytes(re.Sub[0])
+	case syntax.OpQuest:
+		return maxMatchBytes(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return 0, false
+		}
+		n, ok := maxMatchBytes(re.Sub[0])
+		return n * re.Max, ok
+	case syntax.OpConcat, syntax.OpAlternate:
+		total := 0
+		for _, sub := range re.Sub {
+			n, ok := maxMatchBytes(sub)
+			if !ok {
+				return 0, false
+			}
+			if re.Op == syntax.OpConcat {
+				total += n
+			} else {
+				total = max(total, n)
+			}
+		}
+		return total, true
+	}
+	return 0, false // star, plus, assertions
 }
 
 func isASCII(s string) bool {
@@ -169,46 +533,6 @@ func hasLookalikes(data []byte) bool {
 	return bytes.Contains(data, []byte("\u212a")) || bytes.Contains(data, []byte("\u017f"))
 }
 
-// requiredLiteral returns the longest literal that every match of re
-// contains, and whether it is matched case-insensitively; "" if none.
-func requiredLiteral(re *syntax.Regexp) (string, bool) {
-	switch re.Op {
-	case syntax.OpLiteral:
-		return string(re.Rune), re.Flags&syntax.FoldCase != 0
-	case syntax.OpCapture, syntax.OpPlus:
-		return requiredLiteral(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return requiredLiteral(re.Sub[0])
-		}
-	case syntax.OpConcat:
-		best, bestFold := "", false
-		run, runFold := "", false
-		consider := func(s string, f bool) {
-			if len(s) > len(best) {
-				best, bestFold = s, f
-			}
-		}
-		for _, sub := range re.Sub {
-			if sub.Op == syntax.OpLiteral {
-				f := sub.Flags&syntax.FoldCase != 0
-				if run != "" && f != runFold {
-					consider(run, runFold)
-					run = ""
-				}
-				run, runFold = run+string(sub.Rune), f
-				continue
-			}
-			consider(run, runFold)
-			run = ""
-			consider(requiredLiteral(sub))
-		}
-		consider(run, runFold)
-		return best, bestFold
-	}
-	return "", false
-}
-
 // lines walks data's lines that may match, calling fn with each line's
 // start and end offsets (end excludes the newline); fn returns false to
 // stop.
@@ -222,6 +546,10 @@ func (m *textMatcher) lines(data []byte, fn func(start, end int) bool) {
 		}
 	case m.reqFold:
 		hay = foldASCII(data)
+	}
+	if needle == nil && m.needles != nil {
+		m.linesOfNeedles(data, fn)
+		return
 	}
 	if needle == nil { // every line is a candidate
 		// A final newline ends the last line; it does not start another.
@@ -255,6 +583,93 @@ func (m *textMatcher) lines(data []byte, fn func(start, end int) bool) {
 	}
 }
 
+// linesOfNeedles is lines for a set of needles: the lines holding one.
+func (m *textMatcher) linesOfNeedles(data []byte, fn func(start, end int) bool) {
+	next := make([]int, len(m.needles)) // next occurrence of each, or -1
+	find := func(i, from int) {
+		if next[i] < 0 {
+			return
+		}
+		if j := bytes.Index(data[from:], m.needles[i]); j >= 0 {
+			next[i] = from + j
+		} else {
+			next[i] = -1
+		}
+	}
+	for i := range next {
+		find(i, 0)
+	}
+	for {
+		pos := -1
+		for _, p := range next {
+			if p >= 0 && (pos < 0 || p < pos) {
+				pos = p
+			}
+		}
+		if pos < 0 {
+			return
+		}
+		start := bytes.LastIndexByte(data[:pos], '\n') + 1
+		end := len(data)
+		if nl := bytes.IndexByte(data[pos:], '\n'); nl >= 0 {
+			end = pos + nl
+		}
+		if !fn(start, end) || end >= len(data) {
+			return
+		}
+		for i, p := range next {
+			if p >= 0 && p <= end {
+				find(i, end+1)
+			}
+		}
+	}
+}
+
+// fitsBefore reports whether the bytes before pos in line can precede
+// the literal in a match (m.before).
+func (m *textMatcher) fitsBefore(line []byte, pos int) bool {
+	for k, set := range m.before {
+		if pos-k-1 < 0 || !set[line[pos-k-1]] {
+			return false
+		}
+	}
+	return true
+}
+
+// windowMatch reports whether line may hold a match, testing only the
+// bytes within m.window of each occurrence of the needle (or needles).
+func (m *textMatcher) windowMatch(line []byte) bool {
+	var needles [][]byte
+	hay := line
+	if m.req != nil {
+		needles = [][]byte{m.req}
+		if m.reqFold {
+			hay = foldASCII(line)
+		}
+	} else {
+		needles = m.needles
+	}
+	for _, n := range needles {
+		for from := 0; from < len(hay); {
+			i := bytes.Index(hay[from:], n)
+			if i < 0 {
+				break
+			}
+			pos := from + i
+			if !m.fitsBefore(line, pos) {
+				from = pos + 1
+				continue
+			}
+			lo, hi := max(0, pos-m.window), min(len(line), pos+len(n)+m.window)
+			if m.re.Match(line[lo:hi]) {
+				return true
+			}
+			from = pos + 1
+		}
+	}
+	return false
+}
+
 // matchFile returns the matching lines of data (one match per line: its
 // first), at most limit.
 func (m *textMatcher) matchFile(path string, data []byte, ctxLines, limit int) []engine.TextMatch {
@@ -274,6 +689,9 @@ func (m *textMatcher) matchFile(path string, data []byte, ctxLines, limit int) [
 		line := data[start:end]
 		col := 0
 		if useRE {
+			if m.window > 0 && (m.before != nil || len(line) > 2*m.window) && !m.windowMatch(line) {
+				return true
+			}
 			loc := m.re.FindIndex(line)
 			if loc == nil {
 				return true

@@ -26,6 +26,7 @@ var oddCorpus = map[string]string{
 	"noeol.txt":   "last line without newline: needle",
 	"long.txt":    strings.Repeat("x", 5000) + "needle" + strings.Repeat("y", 5000) + "\nshort needle\n",
 	"sub/b.py":    "def read_file(path):\n    return open(path).read()\n\nclass Keyring:\n    pass\n",
+	"digits.txt":  "a123x 0x1F x12x\nβ١٢٣x and ž4٣x\n 12x-3 2024-01-31\n(1999-12-31) é5x\n",
 }
 
 // bruteForce matches q line by line over every file, as grep would.
@@ -85,6 +86,15 @@ func TestTextSearchMatchesBruteForce(t *testing.T) {
 		{Pattern: `k\w+`, Regex: true, CaseInsensitive: true}, {Pattern: `line$`, Regex: true}, {Pattern: `x+needle`, Regex: true},
 		{Pattern: `(value|pass)`, Regex: true}, {Pattern: `[A-Z]{4,}`, Regex: true}, {Pattern: `e\s+i`, Regex: true},
 		{Pattern: `misſ`, CaseInsensitive: true}, {Pattern: `\x{212A}`, Regex: true}, {Pattern: `.`, Regex: true},
+		// Non-ASCII case folding and regexes without a long literal: the
+		// case variants and the bounded-window prefilters.
+		{Pattern: "é", CaseInsensitive: true}, {Pattern: "É", CaseInsensitive: true}, {Pattern: "ß", CaseInsensitive: true},
+		{Pattern: "straße", CaseInsensitive: true}, {Pattern: "cödé", CaseInsensitive: true}, {Pattern: "Ü", CaseInsensitive: true},
+		{Pattern: `\pL\pN{0,3}e`, Regex: true}, {Pattern: `[a-z]{2}e`, Regex: true}, {Pattern: `\pL{3}é`, Regex: true, CaseInsensitive: true},
+		{Pattern: `[0-9]{4}-[0-9]{2}`, Regex: true}, {Pattern: `y{3}z?`, Regex: true}, {Pattern: `(?i)k\w`, Regex: true},
+		{Pattern: `x{10}needle`, Regex: true}, {Pattern: `e\b`, Regex: true}, {Pattern: `ſ.`, Regex: true, CaseInsensitive: true},
+		{Pattern: `\pL\pN{3}x`, Regex: true}, {Pattern: `\pL\pN{2}x`, Regex: true}, {Pattern: `[0-9]{4}-[0-9]{2}-[0-9]{2}`, Regex: true},
+		{Pattern: `\pN{2}x`, Regex: true}, {Pattern: `\pLx`, Regex: true}, {Pattern: `(1|2)\d-`, Regex: true}, {Pattern: `é\dx`, Regex: true},
 	}
 	for _, q := range queries {
 		got, want := indexed(t, ix, q), bruteForce(t, oddCorpus, q)
@@ -137,7 +147,7 @@ func TestRequiredLiteral(t *testing.T) {
 // FuzzTextSearch checks the index against a brute-force scan for arbitrary
 // patterns.
 func FuzzTextSearch(f *testing.F) {
-	for _, s := range []string{"ReadFile", "kEy", "ſ", `\w+e`, "(a|b)c", "ü", "needle$"} {
+	for _, s := range []string{"ReadFile", "kEy", "ſ", `\w+e`, "(a|b)c", "ü", "needle$", `\pL\pN{3}x`, `[0-9]{2}-[0-9]`, "é"} {
 		f.Add(s, false, false)
 		f.Add(s, true, true)
 	}

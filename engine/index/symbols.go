@@ -278,11 +278,24 @@ func isIdentRune(r rune) bool {
 // order; only the exact and prefix tiers are searched.
 func (ix *Index) searchQualified(ctx context.Context, s snapshot, f pathFilter, q engine.SymbolQuery, name string, quals []string, limit int) ([]engine.SymbolHit, error) {
 	qn := normName(name)
-	var hits []engine.SymbolHit
+	var all []engine.SymbolHit
 	for _, t := range ix.symbolTables(s) {
 		// Ask for more than the limit: the qualifiers drop most.
-		for _, h := range t.search(s, f, q, name, qn, nil, "", max(limit, maxCandidateNames)) {
-			if h.Match != "fuzzy" && qualifiersFit(h, quals) {
+		all = append(all, t.search(s, f, q, name, qn, nil, "", max(limit, maxCandidateNames))...)
+	}
+	var hits []engine.SymbolHit
+	for _, h := range all {
+		if h.Match != "fuzzy" && qualifiersFit(h, quals) {
+			hits = append(hits, h)
+		}
+	}
+	if len(hits) == 0 && len(quals) == 1 {
+		// The package of a file at the workspace's root is not in its
+		// path (Go names it in the package clause: the root of
+		// google.golang.org/grpc is package grpc): a top-level
+		// definition there fits any package qualifier.
+		for _, h := range all {
+			if h.Match != "fuzzy" && h.Container == "" && !strings.Contains(h.Path, "/") {
 				hits = append(hits, h)
 			}
 		}
@@ -341,16 +354,16 @@ const (
 	importMaxRefs   = 0.3
 	importRefsScale = 0.04
 	// importRefHits bounds how many hits get a reference count.
-	importRefHits = 64
+	importRefHits = 16
 )
 
 // rankImportance adds to each hit's score what makes a definition more
 // likely the one meant: exported (Go: an upper-case initial; elsewhere
 // no leading underscore), top level (no container), outside internal
-// packages, and referred to as Package.Name by many files (the number of
-// files whose trigrams hold it, an upper bound, log-scaled; counted for
-// the best importRefHits top-level definitions). Test, test data and
-// vendored code are already lowered by pathPenalty.
+// packages, and referred to as Package.Name by many files
+// (estimateRefs, an upper bound, log-scaled; counted for the best
+// importRefHits top-level definitions). Test, test data and vendored
+// code are already lowered by pathPenalty.
 func (ix *Index) rankImportance(s snapshot, hits []engine.SymbolHit, limit int) {
 	counted := 0
 	refs := map[string]int{}
@@ -376,13 +389,16 @@ func (ix *Index) rankImportance(s snapshot, hits []engine.SymbolHit, limit int) 
 	sort.SliceStable(order, func(a, b int) bool { return hits[order[a]].Score > hits[order[b]].Score })
 	for _, i := range order {
 		h := &hits[i]
-		if h.Container != "" || counted == importRefHits {
+		// Only what others can name counts: a top-level, exported
+		// definition outside tests and test data (a copy of a package in
+		// testdata is not what its importers refer to).
+		if h.Container != "" || counted == importRefHits || !exported(h.Name, h.Language) || pathPenalty(h.Path) > 0 {
 			continue
 		}
 		ref := symbolPackage(h.Path) + "." + h.Name
 		n, ok := refs[ref]
 		if !ok {
-			n = s.countCandidates(literalQuery(ref, false))
+			n = s.estimateRefs(ref)
 			refs[ref] = n
 			counted++
 		}
@@ -403,20 +419,22 @@ func exported(name, lang string) bool {
 	return r != '_'
 }
 
-// countCandidates returns how many live contents may hold what tq asks
-// for (a trigram-level upper bound).
-func (s snapshot) countCandidates(tq *query) int {
+// estimateRefs returns an upper bound of the contents that hold lit: in
+// each segment, those holding its two rarest trigrams (the shortest
+// posting lists, so that the estimate stays cheap for any name).
+func (s snapshot) estimateRefs(lit string) int {
+	tris := trigramsOf(lit)
+	if len(tris) == 0 {
+		return 0
+	}
 	n := 0
 	for _, seg := range s.segments() {
-		docs, all := tq.eval(func(t trigram) []uint32 { return seg.trigramDocs(nil, t) }, seg.trigramCount)
-		if all {
-			return len(s.paths)
+		slices.SortFunc(tris, func(a, b trigram) int { return seg.trigramCount(a) - seg.trigramCount(b) })
+		docs := seg.trigramDocs(nil, tris[0])
+		if len(tris) > 1 && len(docs) > 0 {
+			docs = intersect(docs, seg.trigramDocs(nil, tris[1]))
 		}
-		for _, d := range docs {
-			if len(s.paths[seg.docs[d].content]) > 0 {
-				n++
-			}
-		}
+		n += len(docs)
 	}
 	return n
 }

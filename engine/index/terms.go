@@ -90,6 +90,12 @@ func isIdentByte(b byte) bool {
 
 // forEachIdent calls fn with each identifier-like run of text.
 func forEachIdent(text []byte, fn func(ident string)) {
+	forEachIdentBytes(text, func(b []byte) { fn(string(b)) })
+}
+
+// forEachIdentBytes is forEachIdent without a string per run: fn's
+// argument is a window of text.
+func forEachIdentBytes(text []byte, fn func(ident []byte)) {
 	i := 0
 	for i < len(text) {
 		if !isIdentByte(text[i]) {
@@ -101,7 +107,7 @@ func forEachIdent(text []byte, fn func(ident string)) {
 			j++
 		}
 		if j-i <= maxIdentLen {
-			fn(string(text[i:j]))
+			fn(text[i:j])
 		}
 		i = j
 	}
@@ -114,6 +120,26 @@ const maxIdentLen = 64
 func forEachTerm(text []byte, fn func(term string)) {
 	forEachIdent(text, func(ident string) {
 		termsOfIdent(ident, fn)
+	})
+}
+
+// termCache remembers the terms of each identifier met, so that a file
+// (whose identifiers repeat) splits and stems each once. Not safe for
+// concurrent use; one per goroutine.
+type termCache map[string][]string
+
+// forEachTerm is the package's forEachTerm, through the cache.
+func (c termCache) forEachTerm(text []byte, fn func(term string)) {
+	forEachIdentBytes(text, func(b []byte) {
+		terms, ok := c[string(b)] // no allocation for the lookup
+		if !ok {
+			ident := string(b)
+			termsOfIdent(ident, func(t string) { terms = append(terms, t) })
+			c[ident] = terms
+		}
+		for _, t := range terms {
+			fn(t)
+		}
 	})
 }
 

@@ -48,6 +48,19 @@
 //   - Receipts (engine/receipts) are fsynced before Append returns; the
 //     task front-end answers 200 only after its receipt is on disk.
 //
+// How each front-end follows it. http and acp keep sessions in this store:
+// everything above holds for them, and a client that reconnects after a
+// restart resumes from the last sequence number it saw. The task
+// front-end answers 200 only after the task's receipt is fsynced (a
+// receipt that cannot be written turns the 200 into 500
+// RECEIPT_GENERATION_ERROR), and a failed task's error after its failure
+// receipt was appended (or its failure logged). unix answers
+// session.save only after the session file is written, fsynced and
+// renamed into place. ndjson and lsp-stdio (and unix between saves) keep
+// the conversation in the process, so it ends with it; what they report as
+// done (an applied patch, its undo record, a policy change, a receipt)
+// is durable when reported.
+//
 // What SIGKILL (or a power cut, on a disk that honours fsync) may lose is
 // only what nobody was told: an event being stored when the process died
 // (its caller never returned, no client saw it), the words of a model
@@ -85,13 +98,17 @@
 // session up, then write) holds the write lock from its first read, so it
 // never fails upgrading a read snapshot (SQLITE_BUSY_SNAPSHOT, the
 // "database is locked (517)" of deferred transactions under WAL). Other
-// processes sharing the file (plexus undo, plexus policy set, a second
-// plexus serve) contend for that lock: each attempt waits up to
-// busyTimeout for it, and a transaction that still finds it taken is tried
-// again, up to writeAttempts times, after a pause drawn at random between
-// zero and an exponentially growing cap (full jitter); then the write fails
+// processes sharing the file (plexus undo, plexus policy set, several
+// stdio front-ends on one data directory, a second plexus serve) contend
+// for that lock. A transaction that finds it taken is tried again after a
+// pause drawn at random between zero and a cap that doubles from 0.5 ms
+// to 5 ms (full jitter), for up to lockWait (10 s); then the write fails
 // with an error wrapping ErrBusy and the caller reports the failure.
-// Reads use a separate pool of connections, see the last commit and never
-// wait for the writer. Close stops taking writes, commits those already
-// queued, and closes the database.
+// SQLite's write lock has no queue, so a writer that has waited 20 ms
+// takes a turnstile (an flock(2) on plexus.db-turnstile) that every
+// writer checks before each attempt: the process holding the lock lets
+// the waiting one in at its next commit instead of starving it. Reads use
+// a separate pool of connections, see the last commit and never wait for
+// the writer. Close stops taking writes, commits those already queued,
+// and closes the database.
 package store

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofrs/flock"
 	_ "modernc.org/sqlite" // pure-Go SQLite driver "sqlite"
 
 	"github.com/plexus-agent/plexus/engine"
@@ -77,11 +78,14 @@ CREATE TABLE IF NOT EXISTS events(
 // several processes sharing the file; see the package documentation for
 // what its writes promise.
 type Store struct {
-	path string
 	// rdb is the pool of reading connections (query_only).
 	rdb *sql.DB
 	// wdb holds the writer's one connection.
 	wdb *sql.DB
+
+	// turnstile keeps writers of several processes taking turns (see
+	// starveAfter).
+	turnstile *flock.Flock
 
 	queue  chan *writeOp
 	exited chan struct{} // closed when the writer has stopped
@@ -127,8 +131,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open state database %s: %w", path, err)
 	}
+	rdb.SetMaxOpenConns(maxReaders)
 	rdb.SetMaxIdleConns(4)
-	s := &Store{path: path, rdb: rdb, wdb: wdb, queue: make(chan *writeOp, queueLen), exited: make(chan struct{})}
+	s := &Store{turnstile: flock.New(path + "-turnstile"), rdb: rdb, wdb: wdb, queue: make(chan *writeOp, queueLen), exited: make(chan struct{})}
 	go s.run()
 	err = s.write(ctx, func(ctx context.Context, tx dbtx) error {
 		_, err := tx.ExecContext(ctx, schema)
@@ -157,7 +162,7 @@ func (s *Store) Close() error {
 	<-s.exited
 	// Readers first: the writer's connection, closing last, checkpoints
 	// the write-ahead log into the database file.
-	return errors.Join(s.rdb.Close(), s.wdb.Close())
+	return errors.Join(s.rdb.Close(), s.wdb.Close(), s.turnstile.Close())
 }
 
 // SavePatchSet stores a proposed patch set (replacing one with its id).

@@ -35,6 +35,9 @@ const (
 	// queueLen is how many writes may wait for the writer before callers
 	// block.
 	queueLen = 1024
+	// maxReaders bounds the reading connections; more readers wait for
+	// one.
+	maxReaders = 16
 )
 
 // Errors of the store itself.
@@ -77,6 +80,9 @@ type writeOp struct {
 // is never made; once taken, write waits for the outcome whatever ctx
 // does (the writer bounds it with batchTimeout and the retries).
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx dbtx) error) error {
+	if ctx.Err() != nil { // select picks at random when both are ready
+		return context.Cause(ctx)
+	}
 	op := &writeOp{fn: fn, done: make(chan error, 1)}
 	s.wmu.RLock()
 	if s.closed {
@@ -139,17 +145,29 @@ func (s *Store) commit(batch []*writeOp) {
 	errs := make([]error, len(live))
 	var err error
 	start := time.Now()
+	holding := false // this writer holds the turnstile
 	for attempt := 1; ; attempt++ {
+		if !holding {
+			s.waitTurnstile(start)
+		}
 		err = s.tryCommit(live, errs)
 		if err == nil || !isBusy(err) {
 			break
 		}
+		waited := time.Since(start)
+		if !holding && waited > starveAfter {
+			holding = s.takeTurnstile(start)
+			continue
+		}
 		pause := retryPause(attempt)
-		if waited := time.Since(start); waited+pause > lockWait {
+		if waited+pause > lockWait {
 			err = fmt.Errorf("%w: %d attempts in %v: %v", ErrBusy, attempt, waited.Round(time.Millisecond), err)
 			break
 		}
 		time.Sleep(pause)
+	}
+	if holding {
+		s.turnstile.Unlock()
 	}
 	for i, op := range live {
 		if err != nil {
@@ -158,6 +176,43 @@ func (s *Store) commit(batch []*writeOp) {
 			op.done <- errs[i]
 		}
 	}
+}
+
+// The turnstile keeps one busy process from starving another: SQLite's
+// write lock has no queue, so a process that commits back to back can
+// take it again before a waiting one's next attempt, however often that
+// one tries. A writer that has waited starveAfter takes the turnstile (an
+// exclusive flock(2) on the database's path + "-turnstile") and holds it
+// until its transaction ends; every writer checks, before each attempt,
+// that nobody else holds it, and waits while someone does. So a writer
+// that waited long gets the lock at the holder's next commit.
+const starveAfter = 20 * time.Millisecond
+
+// waitTurnstile waits (up to lockWait after start) while another writer
+// holds the turnstile.
+func (s *Store) waitTurnstile(start time.Time) {
+	for attempt := 1; ; attempt++ {
+		ok, err := s.turnstile.TryRLock()
+		if err != nil || ok {
+			if ok {
+				s.turnstile.Unlock()
+			}
+			return
+		}
+		if time.Since(start) > lockWait {
+			return
+		}
+		time.Sleep(retryPause(attempt))
+	}
+}
+
+// takeTurnstile takes the turnstile, waiting (up to lockWait after start)
+// for another starving writer to release it; false when it could not.
+func (s *Store) takeTurnstile(start time.Time) bool {
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(lockWait))
+	defer cancel()
+	ok, err := s.turnstile.TryLockContext(ctx, retryBase)
+	return ok && err == nil
 }
 
 // retryPause is the pause after failed attempt n (1-based): uniform in

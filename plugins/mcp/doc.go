@@ -53,7 +53,9 @@
 // first allowed directory).
 //
 // Calls: each call has the server's "timeout" (default Options.CallTimeout,
-// 60 s), never beyond its context's deadline; on timeout or cancellation
+// 60 s; plexus passes its --tool-timeout), never beyond its context's
+// deadline, and the server's tool specs carry it (engine.ToolSpec.Timeout)
+// so that the engine's deadline is the same; on timeout or cancellation
 // the SDK sends notifications/cancelled. A call carries a progress token;
 // notifications/progress become engine.ToolProgress updates (percentage
 // when the server gives a total). The result the model sees is a JSON
@@ -80,12 +82,18 @@
 // notifications/tools/list_changed makes the next Tools call list the
 // server's tools again.
 //
-// Processes: a stdio server runs in its own process group (and dies with
-// the engine through the parent-death signal on Linux). Close ends each
-// session as the SDK's CommandTransport does (close stdin, wait, SIGTERM,
-// wait, SIGKILL to the server process, each wait Options.TerminateTimeout)
-// and then kills the whole process group, so that a server started
-// through npx or a shell leaves no process behind. The HTTP client sends
+// Processes: a stdio server is contained as the plugin host contains a
+// third-party plugin (package plugins/contain): the first process of a PID
+// namespace of its own where the system allows one, so that everything it
+// starts (npx's node, a daemon that calls setsid) ends when it exits, when
+// Close stops it and when the engine dies, even by SIGKILL; otherwise it
+// leads a session of its own, killed as a whole by Close. Its stdin and
+// stdout carry the protocol. Close ends each session as the SDK's
+// CommandTransport does (close stdin, wait, SIGTERM, wait, SIGKILL to the
+// server process, each wait Options.TerminateTimeout; as its namespace's
+// first process a server only receives the SIGTERM if it handles it, so
+// one that ignores its closed stdin is killed after the second wait) and
+// then kills what is left. The HTTP client sends
 // DELETE for the session. A stdio server's stderr goes to the logger, one
 // record per line, and its last lines into start and crash errors; never
 // to the engine's stdout.

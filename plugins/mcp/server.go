@@ -21,6 +21,8 @@ import (
 
 	"github.com/plexus-agent/plexus/engine"
 	"github.com/plexus-agent/plexus/plugins"
+	"github.com/plexus-agent/plexus/plugins/contain"
+	"github.com/plexus-agent/plexus/plugins/internal/tail"
 )
 
 // errClosed is returned by calls made after Toolset.Close.
@@ -35,14 +37,14 @@ type server struct {
 	opts   *Options
 	log    *slog.Logger
 	client *mcp.Client
-	stderr *tailWriter // stdio servers: their stderr, logged, last lines kept
+	stderr *tail.Writer // stdio servers: their stderr, logged, last lines kept
 
 	tokens atomic.Uint64
 
 	mu       sync.Mutex
 	sess     *mcp.ClientSession
 	done     chan struct{} // closed when sess's connection ends
-	pid      int           // stdio: the server's pid, also its process group id
+	pid      int           // stdio: the server's pid (it leads its containment)
 	gen      uint64        // increments with every connection
 	started  time.Time
 	tools    []*mcp.Tool // the live connection's tools
@@ -52,14 +54,16 @@ type server struct {
 	downAt   time.Time // when the last connection was lost or attempt failed
 	failures int       // consecutive losses and failed attempts
 	closed   bool
+	quit     chan struct{}          // closed by close: ends a backoff wait at once
 	progress map[string]*updateSink // by progress token
 	cleanup  sync.WaitGroup         // retiring connections
 }
 
 func newServer(name string, cfg ServerConfig, opts *Options) *server {
-	s := &server{name: name, cfg: cfg, opts: opts, log: opts.Logger.With("mcp_server", name), progress: map[string]*updateSink{}}
+	s := &server{name: name, cfg: cfg, opts: opts, log: opts.Logger.With("mcp_server", name), progress: map[string]*updateSink{}, quit: make(chan struct{})}
 	if cfg.Command != "" {
-		s.stderr = newTailWriter(s.log, 20)
+		log := s.log
+		s.stderr = tail.New(20, func(line string) { log.Info("mcp server stderr", "line", line) })
 	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "plexus", Version: opts.ClientVersion}, &mcp.ClientOptions{
 		// No roots, sampling or elicitation: a server gets what its
@@ -121,6 +125,9 @@ func (s *server) get(ctx context.Context) (conn, error) {
 					return conn{}, fmt.Errorf("%w (next attempt in %s)", err, delay.Round(time.Millisecond))
 				}
 			}
+			if delay > 0 {
+				s.log.Debug("reconnecting after the backoff", "backoff", delay.Round(time.Millisecond))
+			}
 			s.startLocked(delay)
 		}
 		ch := s.starting
@@ -150,7 +157,12 @@ func (s *server) startLocked(delay time.Duration) {
 	go func() {
 		defer close(ch)
 		if delay > 0 {
-			time.Sleep(delay)
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-s.quit: // closed: connect gives up at once
+			}
 		}
 		s.connect()
 	}()
@@ -159,7 +171,16 @@ func (s *server) startLocked(delay time.Duration) {
 // connect makes one connection attempt and records its outcome.
 func (s *server) connect() {
 	begin := time.Now()
-	sess, pid, tools, err := s.dial()
+	var sess *mcp.ClientSession
+	var pid int
+	var tools []*mcp.Tool
+	err := errClosed
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed {
+		sess, pid, tools, err = s.dial()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.starting = nil
@@ -214,19 +235,19 @@ func (s *server) dial() (sess *mcp.ClientSession, pid int, tools []*mcp.Tool, er
 		}
 		cmd.Dir = s.cfg.Cwd
 		cmd.Stderr = s.stderr
-		cmd.SysProcAttr = serverSysProcAttr()
+		contain.Apply(cmd, contain.Available())
 		// Wait stops copying stderr this long after the server exits,
 		// even when a child still holds the pipe.
 		cmd.WaitDelay = time.Second
 		transport = &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.TerminateTimeout}
-		s.stderr.reset()
+		s.stderr.Reset()
 	}
 	sess, err = s.client.Connect(ctx, transport, nil)
 	if cmd != nil && cmd.Process != nil {
 		pid = cmd.Process.Pid
 	}
 	if err != nil {
-		killGroup(pid)
+		contain.Kill(pid, contain.Available())
 		return nil, 0, nil, s.startErr(s.explain(err))
 	}
 	for t, err := range sess.Tools(ctx, nil) {
@@ -247,7 +268,7 @@ func (s *server) startErr(err error) error {
 // hint for a refused HTTP connection.
 func (s *server) explain(err error) error {
 	if s.stderr != nil {
-		if tail := s.stderr.tail(); tail != "" {
+		if tail := s.stderr.Indented(); tail != "" {
 			return fmt.Errorf("%w; the server exited or stopped answering, and its stderr ended with:\n%s", err, tail)
 		}
 		return fmt.Errorf("%w (the server exited or stopped answering, and printed nothing on stderr)", err)
@@ -278,14 +299,15 @@ func (s *server) lostLocked(gen uint64, why string) {
 	s.retire(sess, pid)
 }
 
-// retire closes sess and kills the process group pid in the background;
+// retire closes sess and kills what is left of the stdio server pid and
+// every process it started (package contain) in the background;
 // close waits for it.
 func (s *server) retire(sess *mcp.ClientSession, pid int) {
 	s.cleanup.Add(1)
 	go func() {
 		defer s.cleanup.Done()
 		sess.Close()
-		killGroup(pid)
+		contain.Kill(pid, contain.Available())
 	}()
 }
 
@@ -294,7 +316,10 @@ func (s *server) retire(sess *mcp.ClientSession, pid int) {
 // server's process group and waits for all of it.
 func (s *server) close() {
 	s.mu.Lock()
-	s.closed = true
+	if !s.closed {
+		s.closed = true
+		close(s.quit)
+	}
 	ch := s.starting
 	s.mu.Unlock()
 	if ch != nil {
@@ -346,10 +371,7 @@ func (s *server) call(ctx context.Context, tool string, args json.RawMessage, on
 		}
 		return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "%v", err)
 	}
-	timeout := s.cfg.Timeout
-	if timeout <= 0 {
-		timeout = s.opts.CallTimeout
-	}
+	timeout := s.callTimeout()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -424,7 +446,7 @@ func (s *server) crashed(c conn, err error) (string, bool) {
 
 func (s *server) explainCrash(err error) error {
 	if s.stderr != nil {
-		if tail := s.stderr.tail(); tail != "" {
+		if tail := s.stderr.Indented(); tail != "" {
 			return fmt.Errorf("%w; its stderr ended with:\n%s", err, tail)
 		}
 	}
@@ -515,4 +537,14 @@ func (s *server) expandAll(m map[string]string) map[string]string {
 		})
 	}
 	return out
+}
+
+// callTimeout is the deadline of one tool call: the server's "timeout",
+// else Options.CallTimeout. Its tools' specs carry it, so the engine's
+// deadline is the same.
+func (s *server) callTimeout() time.Duration {
+	if s.cfg.Timeout > 0 {
+		return s.cfg.Timeout
+	}
+	return s.opts.CallTimeout
 }

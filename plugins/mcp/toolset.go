@@ -161,7 +161,9 @@ func (t *Toolset) list(ctx context.Context) []listing {
 			tools, err := s.listTools(ctx)
 			out[i].err = err
 			for _, tool := range tools {
-				out[i].specs = append(out[i].specs, toolSpec(ToolName(s.name, tool.Name), tool))
+				spec := toolSpec(ToolName(s.name, tool.Name), tool)
+				spec.Timeout = s.callTimeout()
+				out[i].specs = append(out[i].specs, spec)
 				out[i].names = append(out[i].names, tool.Name)
 			}
 		}()

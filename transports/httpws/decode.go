@@ -26,7 +26,7 @@ func decodeClient(data []byte) (any, error) {
 	if err := json.Unmarshal(data, &env); err != nil {
 		return nil, &badMessage{msg: "the message is not a JSON object with a \"type\": " + err.Error()}
 	}
-	schema, ok := compiled.ws[env.Type]
+	schema, ok := compiled().ws[env.Type]
 	if !ok {
 		return nil, &badMessage{msg: fmt.Sprintf("unknown message type %q; the client types are %v", env.Type, clientTypes),
 			details: map[string]any{"type": env.Type}}

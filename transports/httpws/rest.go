@@ -83,7 +83,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, schema string,
 		writeError(w, http.StatusBadRequest, codeInvalidRequest, "the body is empty; send a JSON object", map[string]any{"field": "body"})
 		return false
 	}
-	if err := decodeChecked(compiled.rest[schema], data, v); err != nil {
+	if err := decodeChecked(compiled().rest[schema], data, v); err != nil {
 		var bad *invalid
 		field := "body"
 		if errors.As(err, &bad) && bad.Field != "" {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -47,9 +48,10 @@ var clientTypes = []string{
 	typePatchApplyResult, typeCommandResult, typeCancel, typeFileChanges,
 }
 
-// compiled is built once: a broken embedded schema is a build defect that
-// every test catches.
-var compiled = mustCompileSchemas()
+// compiled is built once, on first use (not at program start: every
+// plexus command, plexus search included, would pay for it): a broken
+// embedded schema is a build defect that every test catches.
+var compiled = sync.OnceValue(mustCompileSchemas)
 
 func mustCompileSchemas() *validator {
 	v, err := compileSchemas(schemas.FS)

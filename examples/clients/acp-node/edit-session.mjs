@@ -121,6 +121,15 @@ const app = acp.client({ name: "plexus-acp-node-example" })
 
 const caps = { fs: { readTextFile: true, writeTextFile: true } };
 
+// settle lets the session/update handlers of notifications that arrived
+// before a response finish. The SDK resolves a request's promise as soon
+// as its response line is read, while each notification runs through an
+// async chain of handlers, so without this the last chunks of a prompt
+// could be counted in the next phase. The agent writes every update before
+// its response; the handler chains are microtasks, done by the next
+// macrotask.
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
 async function main() {
   // 1-3: the first process.
   let agent = startAgent();
@@ -139,6 +148,7 @@ async function main() {
     const r1 = await ctx.request(acp.methods.agent.session.prompt, {
       sessionId: created.sessionId, prompt: [{ type: "text", text: opts.prompt }],
     });
+    await settle();
     out.stops.push({ phase: "prompt", stopReason: r1.stopReason });
     log("prompt:", r1.stopReason);
 
@@ -153,6 +163,7 @@ async function main() {
     const r2 = await ctx.request(acp.methods.agent.session.prompt, {
       sessionId: created.sessionId, prompt: [{ type: "text", text: opts.cancelPrompt }],
     });
+    await settle();
     current.onText = null;
     out.stops.push({ phase: "cancel", stopReason: r2.stopReason });
     log("cancelled prompt:", r2.stopReason);
@@ -166,6 +177,7 @@ async function main() {
     await ctx.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: caps });
     current.phase = "load";
     out.load = await ctx.request(acp.methods.agent.session.load, { sessionId: out.sessionId, cwd: opts.cwd, mcpServers: [] });
+    await settle();
     log("loaded", out.sessionId);
 
     current.phase = "malformed";

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/plexus-agent/plexus/engine"
 )
 
@@ -37,12 +39,12 @@ func spec(name string, readOnly bool) engine.ToolSpec {
 }
 
 // Tools lists noop, echo, sleep, crash, spawn_and_crash, ask, fail, pid,
-// log, search and env.
+// log, search, env, daemon and stream.
 func (t *Tools) Tools(context.Context) ([]engine.ToolSpec, error) {
 	return []engine.ToolSpec{
 		spec("noop", true), spec("echo", true), spec("sleep", true), spec("crash", true),
 		spec("spawn_and_crash", false), spec("ask", false), spec("fail", true), spec("pid", true), spec("log", true),
-		spec("search", true), spec("env", true),
+		spec("search", true), spec("env", true), spec("daemon", false), spec("stream", true),
 	}, nil
 }
 
@@ -56,6 +58,7 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 		Text    string `json:"text"`
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		FIFO    string `json:"fifo"`
 	}
 	_ = json.Unmarshal(req.Args, &args)
 	switch req.Tool {
@@ -84,9 +87,21 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 		if err := cmd.Start(); err != nil {
 			return engine.ToolResult{}, err
 		}
-		onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: "pid", Text: strconv.Itoa(cmd.Process.Pid)}})
+		onUpdate(engine.ToolUpdate{Output: &engine.ToolOutput{Stream: "pid", Text: strconv.Itoa(HostPid(cmd.Process.Pid))}})
 		time.Sleep(50 * time.Millisecond)
 		os.Exit(4)
+	case "stream":
+		// The gRPC method and stream the call arrived on.
+		return engine.JSONResult(map[string]string{"method": methodOf(ctx), "stream": streamOf(ctx)}, "stream")
+	case "daemon":
+		// A daemon that leaves the plugin's process group and session and
+		// is orphaned (setsid in a subshell that exits), holding the FIFO
+		// open for writing: its reader sees EOF when it is gone.
+		cmd := exec.Command("sh", "-c", `(setsid sleep 300 3>"$1" </dev/null >/dev/null 2>&1 &)`, "sh", args.FIFO)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return engine.ToolResult{}, fmt.Errorf("start the daemon: %v: %s", err, out)
+		}
+		return engine.JSONResult(map[string]bool{"started": true}, "daemon started")
 	case "ask":
 		if req.Host == nil {
 			return engine.ToolResult{}, engine.ToolErrorf(engine.ToolCodeFailed, "no host callbacks offered")
@@ -102,7 +117,7 @@ func (t *Tools) Invoke(ctx context.Context, req engine.InvokeRequest, onUpdate f
 	case "fail":
 		return engine.ToolResult{}, &engine.ToolError{Code: engine.ToolErrorCode(args.Code), Message: args.Message}
 	case "pid":
-		return engine.JSONResult(map[string]int{"pid": os.Getpid()}, "pid")
+		return engine.JSONResult(map[string]int{"pid": HostPid(os.Getpid())}, "pid")
 	case "env":
 		// The plugin process's environment, and where its socket is.
 		return engine.JSONResult(map[string]any{"env": os.Environ(), "socket_dir": os.Getenv("PLUGIN_UNIX_SOCKET_DIR")}, "env")
@@ -283,4 +298,55 @@ func (m *Model) Embed(_ context.Context, req engine.EmbedRequest) (engine.EmbedR
 		out.Vectors = append(out.Vectors, []float32{float32(len(in))})
 	}
 	return out, nil
+}
+
+// HostPid translates pid, a process of this PID namespace (this process or
+// one of its children), to its pid in the host's: a plugin contained in a
+// PID namespace is pid 1 there, while the host and /proc (still the
+// host's) number it otherwise. The same pid outside a namespace.
+func HostPid(pid int) int {
+	self, err := os.Readlink("/proc/self") // the host's number: /proc is the host's
+	if err != nil {
+		return pid
+	}
+	if pid == os.Getpid() {
+		n, _ := strconv.Atoi(self)
+		return n
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var ppid string
+		var nspid []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				nspid = strings.Fields(v)
+			}
+		}
+		if ppid == self && len(nspid) > 0 && nspid[len(nspid)-1] == strconv.Itoa(pid) {
+			n, _ := strconv.Atoi(e.Name())
+			return n
+		}
+	}
+	return pid
+}
+
+// methodOf is the full gRPC method a call arrived on ("" in-process).
+func methodOf(ctx context.Context) string {
+	m, _ := grpc.Method(ctx)
+	return m
+}
+
+// streamOf identifies the gRPC stream a call arrived on ("" in-process).
+func streamOf(ctx context.Context) string {
+	if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
+		return fmt.Sprintf("%p", st)
+	}
+	return ""
 }

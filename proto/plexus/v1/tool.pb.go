@@ -93,6 +93,118 @@ func (ToolErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{0}
 }
 
+// CallsRequest is one call on a Calls stream.
+type CallsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Request *InvokeRequest         `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// timeout_ms is how long the call may run from when the plugin receives
+	// it: what remains of the engine's deadline; 0 means no deadline.
+	TimeoutMs     int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsRequest) Reset() {
+	*x = CallsRequest{}
+	mi := &file_plexus_v1_tool_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsRequest) ProtoMessage() {}
+
+func (x *CallsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_tool_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsRequest.ProtoReflect.Descriptor instead.
+func (*CallsRequest) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CallsRequest) GetRequest() *InvokeRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *CallsRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// CallsResponse is the first message of a Calls stream (ready) or one
+// event of the running call.
+type CallsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ready is set on the stream's first message only: the plugin serves
+	// Calls.
+	Ready bool `protobuf:"varint,1,opt,name=ready,proto3" json:"ready,omitempty"`
+	// event is one event of the call, as Invoke's stream carries it.
+	Event         *InvokeResponse `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallsResponse) Reset() {
+	*x = CallsResponse{}
+	mi := &file_plexus_v1_tool_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallsResponse) ProtoMessage() {}
+
+func (x *CallsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plexus_v1_tool_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallsResponse.ProtoReflect.Descriptor instead.
+func (*CallsResponse) Descriptor() ([]byte, []int) {
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CallsResponse) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *CallsResponse) GetEvent() *InvokeResponse {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 // DescribeRequest is empty; it exists so the RPC can grow.
 type DescribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -102,7 +214,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[0]
+	mi := &file_plexus_v1_tool_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +226,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[0]
+	mi := &file_plexus_v1_tool_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +239,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{0}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{2}
 }
 
 // DescribeResponse lists the plugin's tools.
@@ -140,7 +252,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[1]
+	mi := &file_plexus_v1_tool_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +264,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[1]
+	mi := &file_plexus_v1_tool_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +277,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{1}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DescribeResponse) GetTools() []*ToolSpec {
@@ -206,7 +318,7 @@ type ToolSpec struct {
 
 func (x *ToolSpec) Reset() {
 	*x = ToolSpec{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[2]
+	mi := &file_plexus_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +330,7 @@ func (x *ToolSpec) String() string {
 func (*ToolSpec) ProtoMessage() {}
 
 func (x *ToolSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[2]
+	mi := &file_plexus_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +343,7 @@ func (x *ToolSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSpec.ProtoReflect.Descriptor instead.
 func (*ToolSpec) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{2}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolSpec) GetName() string {
@@ -311,7 +423,7 @@ type InvokeRequest struct {
 
 func (x *InvokeRequest) Reset() {
 	*x = InvokeRequest{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[3]
+	mi := &file_plexus_v1_tool_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +435,7 @@ func (x *InvokeRequest) String() string {
 func (*InvokeRequest) ProtoMessage() {}
 
 func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[3]
+	mi := &file_plexus_v1_tool_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +448,7 @@ func (x *InvokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeRequest.ProtoReflect.Descriptor instead.
 func (*InvokeRequest) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvokeRequest) GetCallId() string {
@@ -400,7 +512,7 @@ type OverlayFile struct {
 
 func (x *OverlayFile) Reset() {
 	*x = OverlayFile{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[4]
+	mi := &file_plexus_v1_tool_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +524,7 @@ func (x *OverlayFile) String() string {
 func (*OverlayFile) ProtoMessage() {}
 
 func (x *OverlayFile) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[4]
+	mi := &file_plexus_v1_tool_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +537,7 @@ func (x *OverlayFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OverlayFile.ProtoReflect.Descriptor instead.
 func (*OverlayFile) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{4}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OverlayFile) GetContent() []byte {
@@ -458,7 +570,7 @@ type InvokeResponse struct {
 
 func (x *InvokeResponse) Reset() {
 	*x = InvokeResponse{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[5]
+	mi := &file_plexus_v1_tool_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +582,7 @@ func (x *InvokeResponse) String() string {
 func (*InvokeResponse) ProtoMessage() {}
 
 func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[5]
+	mi := &file_plexus_v1_tool_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +595,7 @@ func (x *InvokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvokeResponse.ProtoReflect.Descriptor instead.
 func (*InvokeResponse) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{5}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InvokeResponse) GetEvent() isInvokeResponse_Event {
@@ -570,7 +682,7 @@ type ToolProgress struct {
 
 func (x *ToolProgress) Reset() {
 	*x = ToolProgress{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[6]
+	mi := &file_plexus_v1_tool_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +694,7 @@ func (x *ToolProgress) String() string {
 func (*ToolProgress) ProtoMessage() {}
 
 func (x *ToolProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[6]
+	mi := &file_plexus_v1_tool_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +707,7 @@ func (x *ToolProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProgress.ProtoReflect.Descriptor instead.
 func (*ToolProgress) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{6}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolProgress) GetMessage() string {
@@ -626,7 +738,7 @@ type ToolOutput struct {
 
 func (x *ToolOutput) Reset() {
 	*x = ToolOutput{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[7]
+	mi := &file_plexus_v1_tool_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +750,7 @@ func (x *ToolOutput) String() string {
 func (*ToolOutput) ProtoMessage() {}
 
 func (x *ToolOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[7]
+	mi := &file_plexus_v1_tool_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +763,7 @@ func (x *ToolOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOutput.ProtoReflect.Descriptor instead.
 func (*ToolOutput) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{7}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolOutput) GetStream() string {
@@ -684,7 +796,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[8]
+	mi := &file_plexus_v1_tool_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +808,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[8]
+	mi := &file_plexus_v1_tool_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +821,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{8}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolResult) GetResultJson() string {
@@ -751,7 +863,7 @@ type FileEdit struct {
 
 func (x *FileEdit) Reset() {
 	*x = FileEdit{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[9]
+	mi := &file_plexus_v1_tool_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +875,7 @@ func (x *FileEdit) String() string {
 func (*FileEdit) ProtoMessage() {}
 
 func (x *FileEdit) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[9]
+	mi := &file_plexus_v1_tool_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +888,7 @@ func (x *FileEdit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileEdit.ProtoReflect.Descriptor instead.
 func (*FileEdit) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{9}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FileEdit) GetPath() string {
@@ -826,7 +938,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_plexus_v1_tool_proto_msgTypes[10]
+	mi := &file_plexus_v1_tool_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +950,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_plexus_v1_tool_proto_msgTypes[10]
+	mi := &file_plexus_v1_tool_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +963,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{10}
+	return file_plexus_v1_tool_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolError) GetCode() ToolErrorCode {
@@ -872,7 +984,14 @@ var File_plexus_v1_tool_proto protoreflect.FileDescriptor
 
 const file_plexus_v1_tool_proto_rawDesc = "" +
 	"\n" +
-	"\x14plexus/v1/tool.proto\x12\tplexus.v1\x1a\x14plexus/v1/risk.proto\"\x11\n" +
+	"\x14plexus/v1/tool.proto\x12\tplexus.v1\x1a\x14plexus/v1/risk.proto\"a\n" +
+	"\fCallsRequest\x122\n" +
+	"\arequest\x18\x01 \x01(\v2\x18.plexus.v1.InvokeRequestR\arequest\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\"V\n" +
+	"\rCallsResponse\x12\x14\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\x12/\n" +
+	"\x05event\x18\x02 \x01(\v2\x19.plexus.v1.InvokeResponseR\x05event\"\x11\n" +
 	"\x0fDescribeRequest\"=\n" +
 	"\x10DescribeResponse\x12)\n" +
 	"\x05tools\x18\x01 \x03(\v2\x13.plexus.v1.ToolSpecR\x05tools\"\xf9\x01\n" +
@@ -944,10 +1063,11 @@ const file_plexus_v1_tool_proto_rawDesc = "" +
 	"\x17TOOL_ERROR_CODE_TIMEOUT\x10\x04\x12\x1d\n" +
 	"\x19TOOL_ERROR_CODE_CANCELLED\x10\x05\x12\x1a\n" +
 	"\x16TOOL_ERROR_CODE_FAILED\x10\x06\x12 \n" +
-	"\x1cTOOL_ERROR_CODE_UNKNOWN_TOOL\x10\a2\x93\x01\n" +
+	"\x1cTOOL_ERROR_CODE_UNKNOWN_TOOL\x10\a2\xd3\x01\n" +
 	"\vToolService\x12C\n" +
 	"\bDescribe\x12\x1a.plexus.v1.DescribeRequest\x1a\x1b.plexus.v1.DescribeResponse\x12?\n" +
-	"\x06Invoke\x12\x18.plexus.v1.InvokeRequest\x1a\x19.plexus.v1.InvokeResponse0\x01B9Z7github.com/plexus-agent/plexus/proto/plexus/v1;plexusv1b\x06proto3"
+	"\x06Invoke\x12\x18.plexus.v1.InvokeRequest\x1a\x19.plexus.v1.InvokeResponse0\x01\x12>\n" +
+	"\x05Calls\x12\x17.plexus.v1.CallsRequest\x1a\x18.plexus.v1.CallsResponse(\x010\x01B9Z7github.com/plexus-agent/plexus/proto/plexus/v1;plexusv1b\x06proto3"
 
 var (
 	file_plexus_v1_tool_proto_rawDescOnce sync.Once
@@ -962,45 +1082,51 @@ func file_plexus_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_plexus_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plexus_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_plexus_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_plexus_v1_tool_proto_goTypes = []any{
 	(ToolErrorCode)(0),       // 0: plexus.v1.ToolErrorCode
-	(*DescribeRequest)(nil),  // 1: plexus.v1.DescribeRequest
-	(*DescribeResponse)(nil), // 2: plexus.v1.DescribeResponse
-	(*ToolSpec)(nil),         // 3: plexus.v1.ToolSpec
-	(*InvokeRequest)(nil),    // 4: plexus.v1.InvokeRequest
-	(*OverlayFile)(nil),      // 5: plexus.v1.OverlayFile
-	(*InvokeResponse)(nil),   // 6: plexus.v1.InvokeResponse
-	(*ToolProgress)(nil),     // 7: plexus.v1.ToolProgress
-	(*ToolOutput)(nil),       // 8: plexus.v1.ToolOutput
-	(*ToolResult)(nil),       // 9: plexus.v1.ToolResult
-	(*FileEdit)(nil),         // 10: plexus.v1.FileEdit
-	(*ToolError)(nil),        // 11: plexus.v1.ToolError
-	nil,                      // 12: plexus.v1.InvokeRequest.OverlayEntry
-	nil,                      // 13: plexus.v1.InvokeRequest.SettingsEntry
-	(RiskLevel)(0),           // 14: plexus.v1.RiskLevel
+	(*CallsRequest)(nil),     // 1: plexus.v1.CallsRequest
+	(*CallsResponse)(nil),    // 2: plexus.v1.CallsResponse
+	(*DescribeRequest)(nil),  // 3: plexus.v1.DescribeRequest
+	(*DescribeResponse)(nil), // 4: plexus.v1.DescribeResponse
+	(*ToolSpec)(nil),         // 5: plexus.v1.ToolSpec
+	(*InvokeRequest)(nil),    // 6: plexus.v1.InvokeRequest
+	(*OverlayFile)(nil),      // 7: plexus.v1.OverlayFile
+	(*InvokeResponse)(nil),   // 8: plexus.v1.InvokeResponse
+	(*ToolProgress)(nil),     // 9: plexus.v1.ToolProgress
+	(*ToolOutput)(nil),       // 10: plexus.v1.ToolOutput
+	(*ToolResult)(nil),       // 11: plexus.v1.ToolResult
+	(*FileEdit)(nil),         // 12: plexus.v1.FileEdit
+	(*ToolError)(nil),        // 13: plexus.v1.ToolError
+	nil,                      // 14: plexus.v1.InvokeRequest.OverlayEntry
+	nil,                      // 15: plexus.v1.InvokeRequest.SettingsEntry
+	(RiskLevel)(0),           // 16: plexus.v1.RiskLevel
 }
 var file_plexus_v1_tool_proto_depIdxs = []int32{
-	3,  // 0: plexus.v1.DescribeResponse.tools:type_name -> plexus.v1.ToolSpec
-	14, // 1: plexus.v1.ToolSpec.risk_level:type_name -> plexus.v1.RiskLevel
-	12, // 2: plexus.v1.InvokeRequest.overlay:type_name -> plexus.v1.InvokeRequest.OverlayEntry
-	13, // 3: plexus.v1.InvokeRequest.settings:type_name -> plexus.v1.InvokeRequest.SettingsEntry
-	7,  // 4: plexus.v1.InvokeResponse.progress:type_name -> plexus.v1.ToolProgress
-	8,  // 5: plexus.v1.InvokeResponse.output:type_name -> plexus.v1.ToolOutput
-	9,  // 6: plexus.v1.InvokeResponse.result:type_name -> plexus.v1.ToolResult
-	11, // 7: plexus.v1.InvokeResponse.error:type_name -> plexus.v1.ToolError
-	10, // 8: plexus.v1.ToolResult.edits:type_name -> plexus.v1.FileEdit
-	0,  // 9: plexus.v1.ToolError.code:type_name -> plexus.v1.ToolErrorCode
-	5,  // 10: plexus.v1.InvokeRequest.OverlayEntry.value:type_name -> plexus.v1.OverlayFile
-	1,  // 11: plexus.v1.ToolService.Describe:input_type -> plexus.v1.DescribeRequest
-	4,  // 12: plexus.v1.ToolService.Invoke:input_type -> plexus.v1.InvokeRequest
-	2,  // 13: plexus.v1.ToolService.Describe:output_type -> plexus.v1.DescribeResponse
-	6,  // 14: plexus.v1.ToolService.Invoke:output_type -> plexus.v1.InvokeResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 0: plexus.v1.CallsRequest.request:type_name -> plexus.v1.InvokeRequest
+	8,  // 1: plexus.v1.CallsResponse.event:type_name -> plexus.v1.InvokeResponse
+	5,  // 2: plexus.v1.DescribeResponse.tools:type_name -> plexus.v1.ToolSpec
+	16, // 3: plexus.v1.ToolSpec.risk_level:type_name -> plexus.v1.RiskLevel
+	14, // 4: plexus.v1.InvokeRequest.overlay:type_name -> plexus.v1.InvokeRequest.OverlayEntry
+	15, // 5: plexus.v1.InvokeRequest.settings:type_name -> plexus.v1.InvokeRequest.SettingsEntry
+	9,  // 6: plexus.v1.InvokeResponse.progress:type_name -> plexus.v1.ToolProgress
+	10, // 7: plexus.v1.InvokeResponse.output:type_name -> plexus.v1.ToolOutput
+	11, // 8: plexus.v1.InvokeResponse.result:type_name -> plexus.v1.ToolResult
+	13, // 9: plexus.v1.InvokeResponse.error:type_name -> plexus.v1.ToolError
+	12, // 10: plexus.v1.ToolResult.edits:type_name -> plexus.v1.FileEdit
+	0,  // 11: plexus.v1.ToolError.code:type_name -> plexus.v1.ToolErrorCode
+	7,  // 12: plexus.v1.InvokeRequest.OverlayEntry.value:type_name -> plexus.v1.OverlayFile
+	3,  // 13: plexus.v1.ToolService.Describe:input_type -> plexus.v1.DescribeRequest
+	6,  // 14: plexus.v1.ToolService.Invoke:input_type -> plexus.v1.InvokeRequest
+	1,  // 15: plexus.v1.ToolService.Calls:input_type -> plexus.v1.CallsRequest
+	4,  // 16: plexus.v1.ToolService.Describe:output_type -> plexus.v1.DescribeResponse
+	8,  // 17: plexus.v1.ToolService.Invoke:output_type -> plexus.v1.InvokeResponse
+	2,  // 18: plexus.v1.ToolService.Calls:output_type -> plexus.v1.CallsResponse
+	16, // [16:19] is the sub-list for method output_type
+	13, // [13:16] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_plexus_v1_tool_proto_init() }
@@ -1009,20 +1135,20 @@ func file_plexus_v1_tool_proto_init() {
 		return
 	}
 	file_plexus_v1_risk_proto_init()
-	file_plexus_v1_tool_proto_msgTypes[5].OneofWrappers = []any{
+	file_plexus_v1_tool_proto_msgTypes[7].OneofWrappers = []any{
 		(*InvokeResponse_Progress)(nil),
 		(*InvokeResponse_Output)(nil),
 		(*InvokeResponse_Result)(nil),
 		(*InvokeResponse_Error)(nil),
 	}
-	file_plexus_v1_tool_proto_msgTypes[6].OneofWrappers = []any{}
+	file_plexus_v1_tool_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plexus_v1_tool_proto_rawDesc), len(file_plexus_v1_tool_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

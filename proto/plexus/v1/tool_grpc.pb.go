@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ToolService_Describe_FullMethodName = "/plexus.v1.ToolService/Describe"
 	ToolService_Invoke_FullMethodName   = "/plexus.v1.ToolService/Invoke"
+	ToolService_Calls_FullMethodName    = "/plexus.v1.ToolService/Calls"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -37,6 +38,16 @@ type ToolServiceClient interface {
 	// output events and ends with exactly one result or one error. The call's
 	// deadline and cancellation travel with the gRPC context.
 	Invoke(ctx context.Context, in *InvokeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InvokeResponse], error)
+	// Calls carries tool calls one after another on a long-lived stream, so
+	// that a call costs one message each way instead of a stream of its own.
+	// The plugin first sends one CallsResponse with ready set, then, for
+	// each CallsRequest in turn, runs the call and sends the events Invoke
+	// would send, each in a CallsResponse, ending with exactly one result or
+	// one error, before it reads the next request. The engine keeps one such
+	// stream per call it runs at once, and cancels a call by cancelling its
+	// stream. An engine falls back to Invoke when a plugin answers
+	// Unimplemented (built with an SDK from before Calls).
+	Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error)
 }
 
 type toolServiceClient struct {
@@ -76,6 +87,19 @@ func (c *toolServiceClient) Invoke(ctx context.Context, in *InvokeRequest, opts 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_InvokeClient = grpc.ServerStreamingClient[InvokeResponse]
 
+func (c *toolServiceClient) Calls(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[CallsRequest, CallsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ToolService_ServiceDesc.Streams[1], ToolService_Calls_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallsRequest, CallsResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolService_CallsClient = grpc.BidiStreamingClient[CallsRequest, CallsResponse]
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -90,6 +114,16 @@ type ToolServiceServer interface {
 	// output events and ends with exactly one result or one error. The call's
 	// deadline and cancellation travel with the gRPC context.
 	Invoke(*InvokeRequest, grpc.ServerStreamingServer[InvokeResponse]) error
+	// Calls carries tool calls one after another on a long-lived stream, so
+	// that a call costs one message each way instead of a stream of its own.
+	// The plugin first sends one CallsResponse with ready set, then, for
+	// each CallsRequest in turn, runs the call and sends the events Invoke
+	// would send, each in a CallsResponse, ending with exactly one result or
+	// one error, before it reads the next request. The engine keeps one such
+	// stream per call it runs at once, and cancels a call by cancelling its
+	// stream. An engine falls back to Invoke when a plugin answers
+	// Unimplemented (built with an SDK from before Calls).
+	Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -105,6 +139,9 @@ func (UnimplementedToolServiceServer) Describe(context.Context, *DescribeRequest
 }
 func (UnimplementedToolServiceServer) Invoke(*InvokeRequest, grpc.ServerStreamingServer[InvokeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Invoke not implemented")
+}
+func (UnimplementedToolServiceServer) Calls(grpc.BidiStreamingServer[CallsRequest, CallsResponse]) error {
+	return status.Error(codes.Unimplemented, "method Calls not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -156,6 +193,13 @@ func _ToolService_Invoke_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_InvokeServer = grpc.ServerStreamingServer[InvokeResponse]
 
+func _ToolService_Calls_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ToolServiceServer).Calls(&grpc.GenericServerStream[CallsRequest, CallsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolService_CallsServer = grpc.BidiStreamingServer[CallsRequest, CallsResponse]
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -173,6 +217,12 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Invoke",
 			Handler:       _ToolService_Invoke_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Calls",
+			Handler:       _ToolService_Calls_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "plexus/v1/tool.proto",
