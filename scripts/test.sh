@@ -18,7 +18,9 @@
 # `go install`, about 3 minutes the first time; gcc for its cgo),
 # bubblewrap and Node.js/npm (apt-get, with sudo when not root) and the
 # npm dependencies of examples/clients/* and plugins/mcp/testdata/npm.
-# Safe to run again: each step is skipped when its result is there.
+# Safe to run again: each step is skipped when its result is there. As
+# root it also makes the first-hour test mandatory, which needs a network
+# namespace (cmd/plexus/offline_test.go).
 #
 # .ci/run calls this script with PLEXUS_CHECK_GENERATED=1 (regenerate the
 # plugin contracts' Go code with buf and compare; without it the test
@@ -34,11 +36,16 @@ install=1
 only_install=0
 flags=()
 pkgs=()
+value=0 # the next argument is the value of a go test flag
 for arg in "$@"; do
+  if [ "$value" = 1 ]; then flags+=("$arg"); value=0; continue; fi
   case "$arg" in
     --no-install) install=0 ;;
     --install-only) only_install=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    # go test flags that take a value, given as a separate argument
+    -run|-skip|-bench|-benchtime|-count|-timeout|-p|-parallel|-cpu|-tags|-shuffle|-fuzz|-fuzztime|-list|-coverprofile|-coverpkg|-covermode|-cpuprofile|-memprofile|-blockprofile|-mutexprofile|-trace|-outputdir|-o|-exec|-vet|-ldflags|-gcflags)
+      flags+=("$arg"); value=1 ;;
     -*) flags+=("$arg") ;;
     *) pkgs+=("$arg") ;;
   esac
@@ -57,11 +64,19 @@ root() {
 }
 
 apt_updated=0
-# apt_install PKG... installs Debian packages, running apt-get update once.
+# apt_install PKG... installs Debian packages, running apt-get update once;
+# it fails (saying so) without apt-get or root.
 apt_install() {
-  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install $* with your system's package manager, then run again"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "apt-get not found: install $* with your system's package manager" >&2
+    return 1
+  fi
+  if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
+    echo "need root (or sudo) to install $*" >&2
+    return 1
+  fi
   if [ "$apt_updated" = 0 ]; then
-    root apt-get update -qq >/dev/null
+    root apt-get update -qq >/dev/null || return 1
     apt_updated=1
   fi
   root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
@@ -78,7 +93,10 @@ if [ "$install" = 1 ]; then
   # internal/ollamatest): v0.6.5 builds from the Go module proxy (newer
   # versions' module zips lack vendored headers); it needs cgo and gcc.
   if ! command -v ollama >/dev/null 2>&1; then
-    command -v gcc >/dev/null 2>&1 || { step "installing gcc (to build ollama)"; apt_install gcc libc6-dev; }
+    if ! command -v gcc >/dev/null 2>&1; then
+      step "installing gcc (to build ollama)"
+      apt_install gcc libc6-dev || die "ollama needs gcc (cgo): install it, then run again"
+    fi
     step "installing ollama v0.6.5 into $gobin (go install, about 3 minutes)"
     CGO_ENABLED=1 go install -ldflags "-X github.com/ollama/ollama/version.Version=0.6.5" \
       github.com/ollama/ollama@v0.6.5
@@ -102,7 +120,7 @@ if [ "$install" = 1 ]; then
   # again only when its package-lock.json changed.
   if ! command -v npm >/dev/null 2>&1; then
     step "installing Node.js and npm"
-    apt_install nodejs npm
+    apt_install nodejs npm || die "the tests need Node.js and npm (https://nodejs.org): install them, then run again"
   fi
   for dir in examples/clients/*/ plugins/mcp/testdata/npm/; do
     dir="${dir%/}"
@@ -136,6 +154,14 @@ go vet "${pkgs[@]}"
 # namespace with only loopback; root can always create one, so there it is
 # mandatory (elsewhere it needs unprivileged user namespaces, or skips).
 if [ "$(id -u)" = 0 ]; then export PLEXUS_REQUIRE_NETNS=1; fi
+
+# go test's default -timeout (10 minutes per package) is a bet on the
+# machine's speed: cmd/plexus alone takes longer than that on a loaded
+# 2-core machine. A test that hangs still fails, after an hour.
+case " ${flags[*]} " in
+  *" -timeout "*|*" -timeout="*) ;;
+  *) flags+=(-timeout 60m) ;;
+esac
 
 step "go test -race ${flags[*]} ${pkgs[*]}"
 go test -race "${flags[@]}" "${pkgs[@]}"

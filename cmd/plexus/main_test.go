@@ -57,15 +57,24 @@ type result struct {
 // directory unless PLEXUS_PLUGIN_PATH is in env.
 func plexus(t *testing.T, dir, stdin string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, plexusBin, args...)
-	cmd.Dir = dir
 	// The per-user search server that plexus search starts would outlive
 	// the command; search_test.go tests it.
-	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "PLEXUS_MODEL=", "OLLAMA_HOST=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=",
+	full := append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "PLEXUS_MODEL=", "OLLAMA_HOST=", "OPENAI_BASE_URL=", "OPENAI_API_KEY=",
 		"PLEXUS_SEARCH_SERVER=off")
-	cmd.Env = append(cmd.Env, env...)
+	r := runIn(t, 2*time.Minute, dir, append(full, env...), stdin, plexusBin, args...)
+	t.Cleanup(func() { noProcessesLeft(t, plexusBin) })
+	return r
+}
+
+// runIn runs name with args in dir, with exactly the environment env and
+// stdin, for at most timeout, and returns its output and exit code; a
+// command that cannot be started fails t.
+func runIn(t *testing.T, timeout time.Duration, dir string, env []string, stdin, name string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -75,9 +84,8 @@ func plexus(t *testing.T, dir, stdin string, env []string, args ...string) resul
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("run plexus: %v", err)
+		t.Fatalf("run %s: %v", name, err)
 	}
-	t.Cleanup(func() { noProcessesLeft(t, plexusBin) })
 	return result{stdout.String(), stderr.String(), code}
 }
 

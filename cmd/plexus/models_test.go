@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -97,30 +94,8 @@ func TestModelsListedTheSameEverywhere(t *testing.T) {
 func TestTaskServerNotConfigured(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("OPENAI_BASE_URL", "")
-	cmd := exec.Command(plexusBin, "serve", "--transport", "task", "--addr", "127.0.0.1:0", "-w", t.TempDir(), "--model", "openai:gpt-4o-mini")
-	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "ZU_ROOT="+t.TempDir())
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-		close(found)
-	}()
-	u, ok := <-found
-	if !ok {
-		t.Fatal("plexus serve --transport task did not start")
-	}
+	srv := startTaskServerWith(t, t.TempDir(), "-w", t.TempDir(), "--model", "openai:gpt-4o-mini")
+	u := srv.url
 	resp, err := http.Get(strings.TrimSuffix(u, "/api/task/process") + "/health")
 	if err != nil {
 		t.Fatal(err)

@@ -33,8 +33,14 @@ var servingLine = regexp.MustCompile(`serving tasks on (http://\S+/api/task/proc
 // script, receipts under zuRoot, and waits for its "serving" line.
 func startTaskServer(t *testing.T, ws, zuRoot, script string) *taskServer {
 	t.Helper()
-	cmd := exec.Command(plexusBin, "serve", "--transport", "task", "--addr", "127.0.0.1:0",
-		"--concurrency", "4", "-w", ws, "--model", "replay:"+script)
+	return startTaskServerWith(t, zuRoot, "--concurrency", "4", "-w", ws, "--model", "replay:"+script)
+}
+
+// startTaskServerWith starts `plexus serve --transport task` on a free
+// port with args, receipts under zuRoot, and waits for its "serving" line.
+func startTaskServerWith(t *testing.T, zuRoot string, args ...string) *taskServer {
+	t.Helper()
+	cmd := exec.Command(plexusBin, append([]string{"serve", "--transport", "task", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "PLEXUS_PLUGIN_PATH="+t.TempDir(), "PLEXUS_DATA_DIR="+t.TempDir(), "ZU_ROOT="+zuRoot)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
